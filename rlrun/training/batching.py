@@ -1,0 +1,64 @@
+"""Mini-batches (one optimizer step each) and micro-batches (one forward/backward each).
+
+The loss of a mini-batch is normalised over the whole mini-batch — all its tokens, or all its
+sequences, on every data-parallel process — never per micro-batch. Each micro-batch's
+`agg_loss` is therefore given the mini-batch's global token and sequence counts
+(`agg_kwargs`), so the micro-batch losses sum to exactly the whole mini-batch's loss and
+their gradients accumulate to its gradient, however the batch is split.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+ReduceSum = Callable[[torch.Tensor], torch.Tensor]
+
+
+def _local(x: torch.Tensor) -> torch.Tensor:
+    return x
+
+
+@dataclass
+class MiniBatch:
+    """Row indices of one optimizer step, split into micro-batches, with its loss normaliser."""
+
+    micro: list[torch.Tensor]
+    agg_kwargs: dict[str, Any]
+
+    @property
+    def indices(self) -> torch.Tensor:
+        return torch.cat(self.micro)
+
+
+def global_agg_kwargs(response_mask: torch.Tensor, *, dp_size: int = 1, loss_scale_factor: float | None = None,
+                      reduce_sum: ReduceSum = _local) -> dict[str, Any]:
+    """`agg_loss` keywords that normalise over these rows on all processes together.
+
+    `agg_loss` multiplies by dp_size because data-parallel gradients are averaged; the counts
+    are therefore the global ones."""
+    lengths = response_mask.sum(-1)
+    counts = reduce_sum(torch.stack([lengths.sum(), (lengths > 0).sum()]).to(torch.float32))
+    return dict(dp_size=dp_size, batch_num_tokens=counts[0].item(), global_batch_size=counts[1].item(),
+                loss_scale_factor=loss_scale_factor)
+
+
+def plan_minibatches(response_mask: torch.Tensor, *, mini_batch: int, micro_batch: int, generator: torch.Generator,
+                     shuffle: bool = True, dp_size: int = 1, loss_scale_factor: float | None = None,
+                     reduce_sum: ReduceSum = _local) -> list[MiniBatch]:
+    """One epoch over the rows of `response_mask`: shuffled, cut into mini- then micro-batches.
+
+    `mini_batch` and `micro_batch` count this process's rows (the recipe's sample counts
+    divided by the number of processes); a last, smaller mini-batch is kept."""
+    rows = response_mask.shape[0]
+    order = torch.randperm(rows, generator=generator) if shuffle else torch.arange(rows)
+    order = order.to(response_mask.device)
+    plan = []
+    for mini in order.split(mini_batch):
+        kwargs = global_agg_kwargs(response_mask[mini], dp_size=dp_size, loss_scale_factor=loss_scale_factor,
+                                   reduce_sum=reduce_sum)
+        plan.append(MiniBatch(micro=list(mini.split(micro_batch)), agg_kwargs=kwargs))
+    return plan

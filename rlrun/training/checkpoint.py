@@ -1,0 +1,117 @@
+"""Checkpoints: atomic, self-contained, loadable by plain transformers, keep-last-k.
+
+`checkpoints/step_000100/` holds the policy in Hugging Face format (safetensors) with its
+tokenizer, the critic (`critic.safetensors`) when there is one, and `trainer_state.pt`:
+optimizer, scheduler, RNG states, data position, KL controller, W&B run id — only tensors and
+plain Python values, so it loads with `torch.load(..., weights_only=True)`.
+Everything is written into a hidden temporary directory first and renamed into place: a
+crash (even kill -9) leaves either the whole checkpoint or none.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+import shutil
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from safetensors.torch import load_model, save_model
+
+TRAINER_STATE = "trainer_state.pt"
+CRITIC_WEIGHTS = "critic.safetensors"
+_STEP_DIR = re.compile(r"^step_(\d+)$")
+
+
+def step_dir_name(step: int) -> str:
+    return f"step_{step:06d}"
+
+
+def list_checkpoints(root: Path) -> list[tuple[int, Path]]:
+    """Complete checkpoints under `root`, oldest first (temporary directories are ignored)."""
+    if not root.is_dir():
+        return []
+    found = [(int(m.group(1)), p) for p in root.iterdir() if (m := _STEP_DIR.match(p.name)) and p.is_dir()]
+    return sorted(found)
+
+
+def latest_checkpoint(root: Path) -> Path | None:
+    found = list_checkpoints(root)
+    return found[-1][1] if found else None
+
+
+def save_checkpoint(
+    root: Path,
+    step: int,
+    *,
+    model: torch.nn.Module,
+    tokenizer: Any,
+    state: dict[str, Any],
+    critic: torch.nn.Module | None = None,
+    keep_last: int = 0,
+) -> Path:
+    """Write checkpoint `step` atomically and prune to the newest `keep_last` (0 = keep all).
+
+    `model` is the unwrapped policy (a `PreTrainedModel`); `state` must hold only tensors and
+    plain Python containers/scalars.
+    """
+    root.mkdir(parents=True, exist_ok=True)
+    final = root / step_dir_name(step)
+    tmp = root / f".tmp-{final.name}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir()
+    model.save_pretrained(tmp, safe_serialization=True)
+    if tokenizer is not None:
+        tokenizer.save_pretrained(tmp)
+    if critic is not None:
+        save_model(critic, str(tmp / CRITIC_WEIGHTS))
+    torch.save(state, tmp / TRAINER_STATE)
+    if final.exists():  # re-saving a step (e.g. the final step after a periodic save)
+        shutil.rmtree(final)
+    tmp.rename(final)
+    if keep_last > 0:
+        for _, old in list_checkpoints(root)[:-keep_last]:
+            shutil.rmtree(old, ignore_errors=True)
+    return final
+
+
+def remove_partial_checkpoints(root: Path) -> None:
+    """Delete temporary directories a crashed save left behind."""
+    if root.is_dir():
+        for p in root.glob(".tmp-step_*"):
+            shutil.rmtree(p, ignore_errors=True)
+
+
+def load_trainer_state(checkpoint: Path) -> dict[str, Any]:
+    return torch.load(checkpoint / TRAINER_STATE, map_location="cpu", weights_only=True)
+
+
+def load_critic_weights(checkpoint: Path, critic: torch.nn.Module) -> None:
+    load_model(critic, str(checkpoint / CRITIC_WEIGHTS))
+
+
+def capture_rng_state() -> dict[str, Any]:
+    """Python, numpy and torch (CPU and CUDA) generator states, in weights_only-safe form."""
+    kind, keys, pos, has_gauss, cached = np.random.get_state()
+    state = {
+        "python": random.getstate(),
+        "numpy": {"kind": kind, "keys": torch.from_numpy(keys.astype(np.int64)), "pos": int(pos),
+                  "has_gauss": int(has_gauss), "cached_gaussian": float(cached)},
+        "torch": torch.get_rng_state(),
+    }
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def restore_rng_state(state: dict[str, Any]) -> None:
+    version, internal, gauss = state["python"]
+    random.setstate((version, tuple(internal), gauss))
+    n = state["numpy"]
+    np.random.set_state((n["kind"], n["keys"].numpy().astype(np.uint32), n["pos"], n["has_gauss"],
+                         n["cached_gaussian"]))
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
