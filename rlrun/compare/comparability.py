@@ -1,0 +1,112 @@
+""" "Not comparable" warnings: differences that make two runs' metrics mean different things.
+
+A changed learning rate is what a comparison is for; a changed model, dataset, reward,
+response-length cap or batch size changes what the numbers measure, so it is called out
+above the tables rather than left as one line of the config diff.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from rlrun.compare.diff import MISSING, flatten
+
+_IGNORED_DATA_KEYS = ("data.shuffle", "data.seed")  # the order of the data, not the data
+
+
+@dataclass(frozen=True)
+class Aspect:
+    name: str
+    selects: Callable[[str, Mapping[str, Any]], bool]  # (dotted key, flat recipe) -> in this aspect
+    consequence: str
+
+
+def _is_dataset_key(key: str, flat: Mapping[str, Any]) -> bool:
+    if not key.startswith("data.") or key in _IGNORED_DATA_KEYS:
+        return False
+    # the generator's settings only matter when the generator is the source
+    return not key.startswith("data.arithmetic.") or flat.get("data.source") == "rlrun:arithmetic"
+
+
+ASPECTS = (
+    Aspect(
+        "model or tokenizer",
+        lambda key, _: key in ("model.path", "model.tokenizer"),
+        "different starting policies: rewards and accuracies start from different places",
+    ),
+    Aspect("dataset", _is_dataset_key, "different prompts: rewards and accuracies measure different tasks"),
+    Aspect(
+        "reward functions",
+        lambda key, _: key.startswith("reward.functions"),
+        "rewards are on different scales",
+    ),
+    Aspect(
+        "max response length",
+        lambda key, _: key == "rollout.max_response_tokens",
+        "response lengths and clip ratios are capped differently",
+    ),
+    Aspect(
+        "batch units",
+        lambda key, _: key in ("trainer.prompts_per_step", "rollout.n"),
+        "a step is a different amount of data: compare with --x samples",
+    ),
+)
+
+
+@dataclass(frozen=True)
+class Incomparability:
+    """Runs that differ in one aspect; `differences` maps each differing key to its per-run values."""
+
+    aspect: str
+    runs: list[str]  # the runs that differ from the reference
+    differences: dict[str, list[Any]]
+    consequence: str
+
+    @property
+    def message(self) -> str:
+        keys = ", ".join(self.differences)
+        return f"different {self.aspect} in {', '.join(self.runs)} ({keys}): {self.consequence}"
+
+
+def check_comparability(
+    names: Sequence[str], recipes: Sequence[Mapping[str, Any] | None]
+) -> list[Incomparability]:
+    """One warning per aspect in which any run differs from the reference (the first).
+
+    Runs without a resolved recipe cannot be checked and are left out.
+    """
+    if not recipes or recipes[0] is None:
+        return []
+    flats = [_effective(flatten(recipe)) if recipe is not None else None for recipe in recipes]
+    warnings = []
+    for aspect in ASPECTS:
+        views = [_select(aspect, flat) if flat is not None else None for flat in flats]
+        reference = views[0]
+        differing = [i for i, view in enumerate(views) if view is not None and view != reference]
+        if not differing:
+            continue
+        keys = dict.fromkeys(key for view in views if view is not None for key in view)
+        differences = {
+            key: [view.get(key, MISSING) if view is not None else MISSING for view in views]
+            for key in keys
+            if any(
+                view is not None and view.get(key, MISSING) != reference.get(key, MISSING) for view in views
+            )
+        }
+        warnings.append(
+            Incomparability(aspect.name, [names[i] for i in differing], differences, aspect.consequence)
+        )
+    return warnings
+
+
+def _effective(flat: dict[str, Any]) -> dict[str, Any]:
+    """Defaults that mean "same as": a null tokenizer is the model's own."""
+    if "model.path" in flat and flat.get("model.tokenizer") is None:
+        flat["model.tokenizer"] = flat["model.path"]
+    return flat
+
+
+def _select(aspect: Aspect, flat: Mapping[str, Any]) -> dict[str, Any]:
+    return {key: value for key, value in flat.items() if aspect.selects(key, flat)}

@@ -1,0 +1,156 @@
+"""One comparison of runs: every part of the report, computed once, for the terminal and --json."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+from rlrun.compare.comparability import Incomparability, check_comparability
+from rlrun.compare.diff import MISSING, DiffRow, diff_recipes
+from rlrun.compare.health import HealthFlag, health_flags
+from rlrun.compare.runs import Run
+from rlrun.compare.stats import MetricRow, Target, TargetHit, first_reaching, metric_rows, select_metrics
+
+
+@dataclass(frozen=True)
+class CompareOptions:
+    metrics: Sequence[str] = ()  # globs; empty = the key metrics
+    last_k: int = 5
+    at_step: int | None = None  # compare the runs as they stood at this step
+    targets: Sequence[Target] = ()
+    show_all: bool = False  # unchanged config keys too
+
+
+@dataclass(frozen=True)
+class Comparison:
+    runs: list[Run]  # the reference first; cut at `options.at_step` if given
+    labels: list[str]  # unique display names
+    options: CompareOptions
+    incomparabilities: list[Incomparability]
+    diff: list[DiffRow]
+    metrics: list[MetricRow]
+    targets: list[tuple[Target, list[TargetHit | None]]]
+    health: list[list[HealthFlag]]  # per run
+
+
+def compare(runs: Sequence[Run], options: CompareOptions = CompareOptions()) -> Comparison:
+    """Compare `runs` against the first."""
+    if not runs:
+        raise ValueError("compare needs at least one run")
+    if options.at_step is not None:
+        runs = [run.until(options.at_step) for run in runs]
+    runs = list(runs)
+    labels = unique_labels([run.name for run in runs])
+    recipes = [run.recipe for run in runs]
+    return Comparison(
+        runs=runs,
+        labels=labels,
+        options=options,
+        incomparabilities=check_comparability(labels, recipes),
+        diff=diff_recipes(recipes, show_all=options.show_all),
+        metrics=metric_rows(runs, select_metrics(runs, options.metrics), options.last_k),
+        targets=[(target, [first_reaching(run, target) for run in runs]) for target in options.targets],
+        health=[health_flags(run) for run in runs],
+    )
+
+
+def unique_labels(names: Sequence[str]) -> list[str]:
+    """Run names, with `#2`, `#3` added to repeats (the same run name in two folders)."""
+    seen: dict[str, int] = {}
+    labels = []
+    for name in names:
+        seen[name] = seen.get(name, 0) + 1
+        labels.append(name if seen[name] == 1 else f"{name}#{seen[name]}")
+    return labels
+
+
+def algorithm_label(meta: dict[str, Any]) -> str:
+    """`grpo × vanilla × loss`: advantage × policy loss × KL placement, as meta.json records them."""
+    algorithm = meta.get("algorithm") or {}
+    parts = [algorithm.get(key) for key in ("advantage", "policy_loss", "kl_placement")]
+    return " × ".join(str(part) for part in parts if part) or "?"
+
+
+def header(run: Run, label: str) -> dict[str, Any]:
+    """The facts of one run shown above the tables."""
+    meta = run.meta
+    return {
+        "name": label,
+        "source": run.source,
+        "algorithm": algorithm_label(meta),
+        "model": meta.get("model") or (run.recipe or {}).get("model", {}).get("path"),
+        "status": run.status,
+        "steps_done": run.last_step,
+        "total_steps": meta.get("total_steps"),
+        "wall_time_s": run.wall_time_s,
+        "git_sha": meta.get("git_sha"),
+        "git_dirty": meta.get("git_dirty"),
+        "seed": meta.get("seed"),
+        "last_update": _iso(run.last_update),
+        "notes": run.notes,
+    }
+
+
+def to_json(comparison: Comparison) -> dict[str, Any]:
+    """The comparison as plain JSON data (non-finite numbers become null)."""
+    labels = comparison.labels
+    data = {
+        "reference": labels[0],
+        "at_step": comparison.options.at_step,
+        "last_k": comparison.options.last_k,
+        "runs": [header(run, label) for run, label in zip(comparison.runs, labels)],
+        "not_comparable": [
+            {**asdict(item), "message": item.message} for item in comparison.incomparabilities
+        ],
+        "config_diff": [
+            {
+                "key": row.key,
+                "values": dict(zip(labels, row.values)),
+                "changes": dict(zip(labels, row.changes)),
+            }
+            for row in comparison.diff
+        ],
+        "metrics": [
+            {
+                "metric": row.metric,
+                "better": row.direction,
+                "runs": {label: asdict(stats) for label, stats in zip(labels, row.runs)},
+            }
+            for row in comparison.metrics
+        ],
+        "targets": [
+            {
+                "metric": target.metric,
+                "op": target.op,
+                "value": target.value,
+                "runs": {label: asdict(hit) if hit else None for label, hit in zip(labels, hits)},
+            }
+            for target, hits in comparison.targets
+        ],
+        "health": {
+            label: [asdict(flag) for flag in flags] for label, flags in zip(labels, comparison.health)
+        },
+    }
+    return _plain(data)
+
+
+def _plain(value: Any) -> Any:
+    """Strict JSON: NaN/inf -> null, absent config values -> null (their change says "added"/"removed")."""
+    if isinstance(value, dict):
+        return {key: _plain(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(item) for item in value]
+    if value is MISSING or (isinstance(value, float) and not math.isfinite(value)):
+        return None
+    return value
+
+
+def _iso(timestamp: float | None) -> str | None:
+    return (
+        None
+        if timestamp is None
+        else datetime.fromtimestamp(timestamp, timezone.utc).isoformat(timespec="seconds")
+    )

@@ -1,0 +1,153 @@
+"""Health flags: the signs that a run went wrong, whatever its score says.
+
+Each check reads one run's metrics and returns a flag or nothing. Trends compare the mean
+of a metric's first few values with its last few, so a single noisy step does not trip them.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal
+
+from rlrun.compare.runs import Run
+from rlrun.compare.stats import finite_series
+
+WINDOW = 5  # values averaged at each end of a trend
+MIN_TREND_POINTS = 4  # fewer values than this make no trend
+ENTROPY_COLLAPSE_RATIO = 0.1  # late entropy below this fraction of the early entropy
+ENTROPY_FLOOR = 0.01  # nats per token: a near-deterministic policy explores nothing
+CLIP_RATIO_RISE = 0.1  # absolute rise of the fraction of responses cut at max length
+ZERO_STD_HIGH = 0.5  # fraction of prompt groups whose rewards were all equal
+GRAD_SPIKE_FACTOR = 10.0  # a grad norm this many times the median of the recent ones before it
+GRAD_SPIKE_HISTORY = (3, 20)  # (fewest, most) preceding values the median is taken over
+
+
+@dataclass(frozen=True)
+class HealthFlag:
+    check: str  # stable identifier, for --json and tests
+    severity: Literal["error", "warning"]
+    message: str
+    step: int | None  # where it first showed
+
+
+def health_flags(run: Run) -> list[HealthFlag]:
+    """Every flag `run` raises, in check order."""
+    return [flag for check in CHECKS if (flag := check(run)) is not None]
+
+
+def non_finite(run: Run) -> HealthFlag | None:
+    bad: dict[str, list[int]] = {}
+    for row in run.rows:
+        for metric, value in row.items():
+            if not math.isfinite(value):
+                bad.setdefault(metric, []).append(int(row["step"]))
+    if not bad:
+        return None
+    first = min(steps[0] for steps in bad.values())
+    listed = ", ".join(f"{metric} ({len(steps)}×)" for metric, steps in sorted(bad.items()))
+    return HealthFlag("non-finite", "error", f"NaN/inf values from step {first}: {listed}", first)
+
+
+def entropy_collapse(run: Run) -> HealthFlag | None:
+    trend = _trend(run, "actor/entropy")
+    if trend is None:
+        return None
+    early, late, step = trend
+    if late >= max(ENTROPY_FLOOR, ENTROPY_COLLAPSE_RATIO * early):
+        return None
+    return HealthFlag(
+        "entropy-collapse",
+        "warning",
+        f"entropy collapsed from {early:.3g} to {late:.3g}: the policy has stopped exploring",
+        step,
+    )
+
+
+def rising_clip_ratio(run: Run) -> HealthFlag | None:
+    trend = _trend(run, "response_length/clip_ratio")
+    if trend is None:
+        return None
+    early, late, step = trend
+    if late - early < CLIP_RATIO_RISE:
+        return None
+    return HealthFlag(
+        "rising-clip-ratio",
+        "warning",
+        f"response clip ratio rose from {early:.0%} to {late:.0%}: responses increasingly hit "
+        "rollout.max_response_tokens",
+        step,
+    )
+
+
+def zero_std_groups(run: Run) -> HealthFlag | None:
+    points = finite_series(run, "frac_reward_zero_std")[-WINDOW:]
+    if not points:
+        return None
+    late = statistics.fmean(value for _, value in points)
+    if late < ZERO_STD_HIGH:
+        return None
+    return HealthFlag(
+        "zero-std-groups",
+        "warning",
+        f"{late:.0%} of prompt groups got identical rewards (last {len(points)} steps): "
+        "they give GRPO-style advantages no signal",
+        points[0][0],
+    )
+
+
+def grad_norm_spikes(run: Run) -> HealthFlag | None:
+    points = finite_series(run, "actor/grad_norm")
+    spikes = []
+    fewest, most = GRAD_SPIKE_HISTORY
+    for index in range(fewest, len(points)):
+        step, value = points[index]
+        baseline = statistics.median(v for _, v in points[max(0, index - most) : index])
+        if baseline > 0 and value > GRAD_SPIKE_FACTOR * baseline:
+            spikes.append((step, value / baseline))
+    if not spikes:
+        return None
+    worst_step, worst = max(spikes, key=lambda spike: spike[1])
+    return HealthFlag(
+        "grad-norm-spikes",
+        "warning",
+        f"{len(spikes)} grad-norm spike(s) over {GRAD_SPIKE_FACTOR:g}× the recent median "
+        f"(worst {worst:.0f}× at step {worst_step})",
+        spikes[0][0],
+    )
+
+
+def skipped_updates(run: Run) -> HealthFlag | None:
+    points = finite_series(run, "train/skipped_updates")  # a cumulative count
+    if not points or points[-1][1] <= 0:
+        return None
+    first = next(step for step, value in points if value > 0)
+    return HealthFlag(
+        "skipped-updates",
+        "warning",
+        f"{points[-1][1]:.0f} update(s) skipped for non-finite loss or gradients, first at step {first}",
+        first,
+    )
+
+
+def _trend(run: Run, metric: str) -> tuple[float, float, int] | None:
+    """(mean of the first values, mean of the last values, first step of the last values)."""
+    points = finite_series(run, metric)
+    if len(points) < MIN_TREND_POINTS:
+        return None
+    window = min(WINDOW, len(points) // 2)
+    early = statistics.fmean(value for _, value in points[:window])
+    late = statistics.fmean(value for _, value in points[-window:])
+    return early, late, points[-window][0]
+
+
+CHECKS: tuple[Callable[[Run], HealthFlag | None], ...] = (
+    non_finite,
+    entropy_collapse,
+    rising_clip_ratio,
+    zero_std_groups,
+    grad_norm_spikes,
+    skipped_updates,
+)

@@ -1,0 +1,221 @@
+"""The comparison in the terminal: Rich tables, arrows coloured by which way is better,
+and Unicode sparklines on one scale per metric."""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from typing import Any
+
+from rich.console import Console, Group, RenderableType
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from rlrun.compare.comparison import Comparison, header
+from rlrun.compare.diff import MISSING
+from rlrun.compare.sparkline import sparkline
+from rlrun.compare.stats import MetricRow, RunStats, finite_series
+
+STATUS_STYLE = {"running": "cyan", "finished": "green", "failed": "bold red", "interrupted": "yellow"}
+CHANGE_STYLE = {
+    "ref": "",
+    "same": "dim",
+    "changed": "bold yellow",
+    "added": "green",
+    "removed": "red",
+    "unknown": "dim",
+}
+VERDICT_STYLE = {"better": "bold green", "worse": "bold red", "same": "dim", None: "blue"}
+BETTER_HINT = {"higher": "↑ better", "lower": "↓ better", None: ""}
+
+
+def render(comparison: Comparison, console: Console, spark_width: int = 24) -> None:
+    """Print the whole comparison: header, warnings, config diff, metrics, targets, health."""
+    for part in (
+        _header_table(comparison),
+        _notes(comparison),
+        _warnings(comparison),
+        _diff_table(comparison),
+        _metric_table(comparison, spark_width),
+        _target_table(comparison),
+        _health(comparison),
+    ):
+        if part is not None:
+            console.print(part)
+
+
+def format_duration(seconds: float | None) -> str:
+    """`1h02m`, `3m05s`, `12s`."""
+    if seconds is None or not math.isfinite(seconds):
+        return "—"
+    hours, rest = divmod(round(seconds), 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"{hours}h{minutes:02d}m"
+    return f"{minutes}m{secs:02d}s" if minutes else f"{secs}s"
+
+
+def format_number(value: float | None) -> str:
+    if value is None:
+        return "—"
+    if not math.isfinite(value):
+        return str(value)
+    return f"{value:,.0f}" if abs(value) >= 10_000 else f"{value:.4g}"
+
+
+def _header_table(comparison: Comparison) -> Table:
+    at = f" at step {comparison.options.at_step}" if comparison.options.at_step is not None else ""
+    table = Table(
+        title=f"rlrun compare: {len(comparison.runs)} run(s) against {comparison.labels[0]}{at}",
+        title_justify="left",
+    )
+    for column in ("run", "algorithm", "model", "status", "steps", "wall time", "git", "seed"):
+        table.add_column(column)
+    for index, (run, label) in enumerate(zip(comparison.runs, comparison.labels)):
+        facts = header(run, label)
+        status = Text(facts["status"], style=STATUS_STYLE.get(facts["status"], ""))
+        if facts["status"] == "running" and run.last_update is not None:
+            status.append(f" ({format_duration(time.time() - run.last_update)} ago)", style="dim")
+        sha = (facts["git_sha"] or "—")[:8] + ("-dirty" if facts["git_dirty"] else "")
+        table.add_row(
+            Text(label + (" (ref)" if index == 0 else ""), style="bold"),
+            facts["algorithm"],
+            str(facts["model"] or "—"),
+            status,
+            f"{_or_dash(facts['steps_done'])}/{_or_dash(facts['total_steps'])}",
+            format_duration(facts["wall_time_s"]),
+            sha,
+            _or_dash(facts["seed"]),
+        )
+    return table
+
+
+def _notes(comparison: Comparison) -> RenderableType | None:
+    lines = [
+        Text(f"{label}: {note}", style="dim")
+        for run, label in zip(comparison.runs, comparison.labels)
+        for note in run.notes
+    ]
+    return Group(*lines) if lines else None
+
+
+def _warnings(comparison: Comparison) -> Panel | None:
+    if not comparison.incomparabilities:
+        return None
+    lines = []
+    for item in comparison.incomparabilities:
+        lines.append(Text(f"⚠ {item.message}", style="yellow"))
+        for key, values in item.differences.items():
+            shown = ", ".join(f"{label}={_show(value)}" for label, value in zip(comparison.labels, values))
+            lines.append(Text(f"    {key}: {shown}", style="dim"))
+    return Panel(Group(*lines), title="not comparable", title_align="left", border_style="yellow")
+
+
+def _diff_table(comparison: Comparison) -> RenderableType:
+    if not comparison.diff:
+        return Text("config: no differences in the resolved recipes", style="dim")
+    table = Table(title="config diff (resolved recipes)", title_justify="left")
+    table.add_column("key")
+    for label in comparison.labels:
+        table.add_column(label)
+    for row in comparison.diff:
+        cells = [
+            Text(_show(value) if change != "unknown" else "?", style=CHANGE_STYLE[change])
+            for value, change in zip(row.values, row.changes)
+        ]
+        table.add_row(row.key, *cells)
+    return table
+
+
+def _metric_table(comparison: Comparison, spark_width: int) -> RenderableType:
+    if not comparison.metrics:
+        return Text("metrics: none recorded yet", style="dim")
+    k = comparison.options.last_k
+    table = Table(title="metrics", title_justify="left")
+    for column, justify in (
+        ("metric", "left"),
+        ("run", "left"),
+        (f"last-{k} mean", "right"),
+        ("Δ vs ref", "right"),
+        ("best @ step", "right"),
+        ("curve", "left"),
+    ):
+        table.add_column(column, justify=justify)
+    for row in comparison.metrics:
+        curves = _curves(comparison, row, spark_width)
+        for index, (label, stats, curve) in enumerate(zip(comparison.labels, row.runs, curves)):
+            name = Text(row.metric, style="bold") + Text(f" {BETTER_HINT[row.direction]}", style="dim")
+            table.add_row(
+                name if index == 0 else "",
+                label,
+                format_number(stats.mean_last_k),
+                Text("ref", style="dim") if index == 0 else _delta(stats, row.runs[0]),
+                "—" if stats.best is None else f"{format_number(stats.best)} @ {stats.best_step}",
+                curve,
+                end_section=index == len(row.runs) - 1,
+            )
+    return table
+
+
+def _curves(comparison: Comparison, row: MetricRow, width: int) -> list[str]:
+    """Sparklines of every run on the metric's common scale."""
+    series = [[value for _, value in finite_series(run, row.metric)] for run in comparison.runs]
+    values = [value for points in series for value in points]
+    if not values:
+        return ["" for _ in series]
+    return [sparkline(points, width, min(values), max(values)) for points in series]
+
+
+def _delta(stats: RunStats, reference: RunStats) -> Text:
+    if stats.delta is None:
+        return Text("—", style="dim")
+    if stats.verdict == "same":
+        return Text("= 0", style="dim")
+    arrow = "↑" if stats.delta > 0 else "↓"
+    text = f"{arrow} {stats.delta:+.3g}"
+    if reference.mean_last_k:
+        text += f" ({stats.delta / abs(reference.mean_last_k):+.1%})"
+    return Text(text, style=VERDICT_STYLE[stats.verdict])
+
+
+def _target_table(comparison: Comparison) -> Table | None:
+    if not comparison.targets:
+        return None
+    table = Table(title="time to target", title_justify="left")
+    for column in ("target", "run", "step", "samples", "wall time"):
+        table.add_column(column)
+    for target, hits in comparison.targets:
+        for index, (label, hit) in enumerate(zip(comparison.labels, hits)):
+            cells = (
+                ["not reached", "", ""]
+                if hit is None
+                else [str(hit.step), format_number(hit.samples), format_duration(hit.wall_time_s)]
+            )
+            table.add_row(
+                str(target) if index == 0 else "", label, *cells, end_section=index == len(hits) - 1
+            )
+    return table
+
+
+def _health(comparison: Comparison) -> Group:
+    lines = [Text("health", style="bold italic")]
+    for label, flags in zip(comparison.labels, comparison.health):
+        if not flags:
+            lines.append(Text(f"✓ {label}: no problems found", style="green"))
+        for flag in flags:
+            mark, style = ("✗", "red") if flag.severity == "error" else ("⚠", "yellow")
+            lines.append(Text(f"{mark} {label}: {flag.message}", style=style))
+    return Group(*lines)
+
+
+def _show(value: Any) -> str:
+    """A config value as YAML would spell it."""
+    if value is MISSING:
+        return "(absent)"
+    return value if isinstance(value, str) else json.dumps(value, default=str)
+
+
+def _or_dash(value: Any) -> str:
+    return "—" if value is None else str(value)

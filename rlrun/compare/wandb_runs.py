@@ -1,0 +1,73 @@
+"""W&B runs as compare inputs (`wandb:entity/project/run_id`), through wandb's public API.
+
+rlrun's wandb sink logs the resolved recipe as the run config and the same metric names as
+metrics.jsonl, so a W&B run maps onto a `Run` with W&B's own step and runtime as axes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rlrun.compare.runs import Run, RunReadError, parse_number
+
+# W&B run states -> the statuses of meta.json
+_STATUS = {
+    "running": "running",
+    "finished": "finished",
+    "crashed": "failed",
+    "failed": "failed",
+    "killed": "interrupted",
+}
+_HTTP_TIMEOUT_S = 15
+
+
+def load_wandb_run(path: str, api: Any = None) -> Run:
+    """Fetch `entity/project/run_id`; `api` is a `wandb.Api` (made here when None)."""
+    if path.count("/") != 2 or not all(path.split("/")):
+        raise RunReadError(f"W&B runs are named wandb:entity/project/run_id, got wandb:{path}")
+    try:
+        if api is None:
+            import wandb
+
+            api = wandb.Api(timeout=_HTTP_TIMEOUT_S)
+        wb_run = api.run(path)
+        history = list(wb_run.scan_history())
+    except Exception as exc:  # no key, no network, no such run: wandb raises many types
+        raise RunReadError(
+            f"could not read W&B run {path}: {exc}\n"
+            "W&B runs need network access and an API key (WANDB_API_KEY or `wandb login`); "
+            "without them, compare the local run directory (runs/<name>) instead."
+        ) from exc
+    config = dict(wb_run.config)
+    trainer = config.get("trainer") or {}
+    algorithm = config.get("algorithm") or {}
+    actor = config.get("actor") or {}
+    meta = {
+        "name": wb_run.name,
+        "status": _STATUS.get(wb_run.state, wb_run.state),
+        "git_sha": getattr(wb_run, "commit", None),
+        "seed": trainer.get("seed"),
+        "total_steps": trainer.get("total_steps"),
+        "model": (config.get("model") or {}).get("path"),
+        "algorithm": {"advantage": algorithm.get("advantage"), "policy_loss": actor.get("policy_loss")},
+        "wandb_run_id": wb_run.id,
+    }
+    rows = [_row(record) for record in history]
+    rows = [row for row in rows if row is not None]
+    return Run(wb_run.name, f"wandb:{path}", meta, config or None, sorted(rows, key=lambda r: r["step"]))
+
+
+def _row(record: dict[str, Any]) -> dict[str, float] | None:
+    """A history record as a metrics.jsonl row; W&B's bookkeeping keys start with `_`."""
+    step = record.get("step", record.get("_step"))
+    if step is None:
+        return None
+    row = {
+        key: num
+        for key, value in record.items()
+        if not key.startswith("_") and (num := parse_number(value)) is not None
+    }
+    row["step"] = int(step)
+    if "wall_time_s" not in row and (runtime := parse_number(record.get("_runtime"))) is not None:
+        row["wall_time_s"] = runtime
+    return row
