@@ -1,0 +1,189 @@
+"""Multi-process training: re-run the current rlrun command under Accelerate's launcher.
+
+``rlrun train recipe.yaml --num-processes 8`` starts as one ordinary process. That process
+calls :func:`relaunch_with_accelerate`, which runs ``accelerate launch`` on the same command
+line and waits for it; every launched process runs the same command again with
+``RLRUN_LAUNCHED=1`` in its environment, sees :func:`is_relaunched` is true and trains
+instead of relaunching (the guard against recursion).
+
+The caller (the CLI) does, before building anything heavy::
+
+    if num_processes > 1 and not is_relaunched():
+        raise SystemExit(relaunch_with_accelerate(sys.argv[1:], num_processes, ...,
+                                                  strategy=recipe.trainer.strategy))
+
+Strategies (``trainer.strategy``):
+
+- ``ddp``: plain data parallel (``--multi_gpu``; on a machine without CUDA, gloo on CPU).
+- ``fsdp2``: FSDP version 2 (``--use_fsdp --fsdp_version 2``), transformer-block wrapping,
+  full state dicts on save so a checkpoint loads in any number of processes.
+- ``deepspeed_zero2`` / ``deepspeed_zero3``: a DeepSpeed JSON config written to a temporary
+  file (removed when the launch ends); ZeRO-3 gathers 16-bit weights on save.
+
+A user's own ``--accelerate-config FILE`` is passed through as ``--config_file`` and then
+decides the distributed setup by itself: no strategy flags are added, only the topology
+flags that were given (Accelerate lets flags override the file).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+
+RELAUNCH_ENV = "RLRUN_LAUNCHED"
+STRATEGIES = ("ddp", "fsdp2", "deepspeed_zero2", "deepspeed_zero3")
+MIXED_PRECISIONS = ("no", "bf16", "fp16")
+ENTRY_MODULE = "rlrun.cli"  # what each launched process runs: python -m rlrun.cli <argv>
+
+
+def is_relaunched() -> bool:
+    """True inside a process started by :func:`relaunch_with_accelerate`."""
+    return os.environ.get(RELAUNCH_ENV) == "1"
+
+
+def relaunch_with_accelerate(
+    argv: Sequence[str],
+    num_processes: int,
+    num_machines: int = 1,
+    machine_rank: int = 0,
+    main_process_ip: str | None = None,
+    main_process_port: int | None = None,
+    accelerate_config: str | Path | None = None,
+    strategy: str = "ddp",
+    *,
+    mixed_precision: str = "no",
+    cpu: bool | None = None,
+) -> int:
+    """Run ``python -m rlrun.cli <argv>`` in ``num_processes`` processes; return the exit code.
+
+    Args:
+        argv: the rlrun command line without the program name, e.g.
+            ``["train", "recipe.yaml", "--num-processes", "8"]``; passed on unchanged (the
+            launched processes ignore the multi-process flags because :func:`is_relaunched`).
+        num_processes: processes in total, across all machines (Accelerate's meaning).
+        num_machines, machine_rank: multi-node topology; run the same command on every
+            machine with its own ``machine_rank``.
+        main_process_ip, main_process_port: the rendezvous address (machine 0); the IP is
+            required with more than one machine, the port defaults to Accelerate's.
+        accelerate_config: an ``accelerate config`` YAML that then owns the setup.
+        strategy: one of :data:`STRATEGIES` (``trainer.strategy``).
+        mixed_precision: ``no`` | ``bf16`` | ``fp16`` (Accelerate's autocast).
+        cpu: run on CPU with gloo; ``None`` = when no CUDA device is visible.
+
+    Raises:
+        RuntimeError: when called inside a launched process (recursion).
+        ValueError: for an impossible topology, strategy or precision.
+    """
+    if is_relaunched():
+        raise RuntimeError(f"already running under accelerate launch ({RELAUNCH_ENV}=1); refusing to relaunch")
+    use_cpu = (not torch.cuda.is_available()) if cpu is None else cpu
+    with tempfile.TemporaryDirectory(prefix="rlrun-launch-") as config_dir:
+        command = accelerate_command(
+            argv, num_processes, num_machines, machine_rank, main_process_ip, main_process_port,
+            accelerate_config, strategy, mixed_precision=mixed_precision, config_dir=Path(config_dir),
+        )
+        env = {**os.environ, RELAUNCH_ENV: "1"}
+        if use_cpu:
+            # Accelerate's torchrun path plus this flag gives multi-process CPU (gloo); its own
+            # --cpu flag would start a single process instead.
+            env["ACCELERATE_USE_CPU"] = "true"
+        return subprocess.run(command, env=env, check=False).returncode
+
+
+def accelerate_command(
+    argv: Sequence[str],
+    num_processes: int,
+    num_machines: int = 1,
+    machine_rank: int = 0,
+    main_process_ip: str | None = None,
+    main_process_port: int | None = None,
+    accelerate_config: str | Path | None = None,
+    strategy: str = "ddp",
+    *,
+    mixed_precision: str = "no",
+    config_dir: Path,
+) -> list[str]:
+    """The ``accelerate launch`` command line; strategy files are written into ``config_dir``."""
+    _check_topology(num_processes, num_machines, machine_rank, main_process_ip)
+    if strategy not in STRATEGIES:
+        raise ValueError(f"unknown strategy {strategy!r}; valid: {', '.join(STRATEGIES)}")
+    if mixed_precision not in MIXED_PRECISIONS:
+        raise ValueError(f"unknown mixed_precision {mixed_precision!r}; valid: {', '.join(MIXED_PRECISIONS)}")
+    command = [sys.executable, "-m", "accelerate.commands.launch"]
+    if accelerate_config is not None:
+        command += ["--config_file", str(accelerate_config)]
+    command += [
+        "--num_processes", str(num_processes),
+        "--num_machines", str(num_machines),
+        "--machine_rank", str(machine_rank),
+    ]
+    if main_process_ip is not None:
+        command += ["--main_process_ip", main_process_ip]
+    if main_process_port is not None:
+        command += ["--main_process_port", str(main_process_port)]
+    if accelerate_config is None:
+        command += ["--mixed_precision", mixed_precision, "--dynamo_backend", "no"]
+        command += _strategy_flags(strategy, config_dir)
+    return command + ["--module", ENTRY_MODULE, *argv]
+
+
+def deepspeed_config(stage: int) -> dict[str, Any]:
+    """A DeepSpeed config for ZeRO ``stage``; Accelerate fills the ``"auto"`` values.
+
+    rlrun's loop sizes its own micro-batches and accumulation, so DeepSpeed's batch numbers
+    are bookkeeping: the micro-batch size must be an integer for Accelerate to accept a run
+    without a prepared dataloader, and accumulation / clipping / precision come from the
+    Accelerator (``"auto"``).
+    """
+    if stage not in (2, 3):
+        raise ValueError(f"ZeRO stage must be 2 or 3, got {stage}")
+    zero: dict[str, Any] = {"stage": stage, "overlap_comm": True, "contiguous_gradients": True}
+    if stage == 3:
+        zero["stage3_gather_16bit_weights_on_model_save"] = True  # whole HF checkpoints
+    return {
+        "zero_optimization": zero,
+        "bf16": {"enabled": "auto"},
+        "fp16": {"enabled": "auto"},
+        "train_micro_batch_size_per_gpu": 1,
+        "gradient_accumulation_steps": "auto",
+        "train_batch_size": "auto",
+        "gradient_clipping": "auto",
+        "steps_per_print": 2**31 - 1,  # rlrun logs its own metrics
+    }
+
+
+def _strategy_flags(strategy: str, config_dir: Path) -> list[str]:
+    if strategy == "ddp":
+        return ["--multi_gpu"]
+    if strategy == "fsdp2":
+        return [
+            "--use_fsdp",
+            "--fsdp_version", "2",
+            "--fsdp_auto_wrap_policy", "TRANSFORMER_BASED_WRAP",
+            "--fsdp_reshard_after_forward", "true",
+            "--fsdp_state_dict_type", "FULL_STATE_DICT",
+        ]
+    stage = 2 if strategy == "deepspeed_zero2" else 3
+    path = config_dir / f"deepspeed_zero{stage}.json"
+    path.write_text(json.dumps(deepspeed_config(stage), indent=2) + "\n")
+    flags = ["--use_deepspeed", "--deepspeed_config_file", str(path)]
+    return flags + (["--zero3_init_flag", "true"] if stage == 3 else [])
+
+
+def _check_topology(num_processes: int, num_machines: int, machine_rank: int, main_process_ip: str | None) -> None:
+    if num_processes < 1 or num_machines < 1:
+        raise ValueError(f"num_processes and num_machines must be >= 1, got {num_processes}, {num_machines}")
+    if num_processes % num_machines:
+        raise ValueError(f"num_processes ({num_processes}) must be a multiple of num_machines ({num_machines})")
+    if not 0 <= machine_rank < num_machines:
+        raise ValueError(f"machine_rank must be in [0, {num_machines}), got {machine_rank}")
+    if num_machines > 1 and not main_process_ip:
+        raise ValueError("more than one machine needs main_process_ip (the address of machine 0)")

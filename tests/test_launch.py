@@ -1,0 +1,137 @@
+"""rlrun.launch: the accelerate launch command, the strategy files, the recursion guard."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from rlrun import launch
+
+
+def _command(tmp_path: Path, strategy: str = "ddp", **kw) -> list[str]:
+    kw.setdefault("num_processes", 2)
+    return launch.accelerate_command(["train", "r.yaml"], strategy=strategy, config_dir=tmp_path, **kw)
+
+
+def _value(command: list[str], flag: str) -> str:
+    return command[command.index(flag) + 1]
+
+
+def test_ddp_command_runs_rlrun_module_with_topology(tmp_path):
+    command = _command(tmp_path, num_processes=8, num_machines=2, machine_rank=1,
+                       main_process_ip="10.0.0.1", main_process_port=29600, mixed_precision="bf16")
+    assert command[:3] == [sys.executable, "-m", "accelerate.commands.launch"]
+    assert _value(command, "--num_processes") == "8"
+    assert _value(command, "--num_machines") == "2"
+    assert _value(command, "--machine_rank") == "1"
+    assert _value(command, "--main_process_ip") == "10.0.0.1"
+    assert _value(command, "--main_process_port") == "29600"
+    assert _value(command, "--mixed_precision") == "bf16"
+    assert "--multi_gpu" in command
+    assert command[-4:] == ["--module", "rlrun.cli", "train", "r.yaml"]
+    assert list(tmp_path.iterdir()) == []  # ddp needs no file
+
+
+def test_fsdp2_uses_version_2_and_full_state_dicts(tmp_path):
+    command = _command(tmp_path, "fsdp2")
+    assert "--use_fsdp" in command and "--multi_gpu" not in command
+    assert _value(command, "--fsdp_version") == "2"
+    assert _value(command, "--fsdp_auto_wrap_policy") == "TRANSFORMER_BASED_WRAP"
+    assert _value(command, "--fsdp_state_dict_type") == "FULL_STATE_DICT"
+
+
+@pytest.mark.parametrize("stage", [2, 3])
+def test_deepspeed_config_file_is_written_and_passed(tmp_path, stage):
+    command = _command(tmp_path, f"deepspeed_zero{stage}")
+    assert "--use_deepspeed" in command
+    path = Path(_value(command, "--deepspeed_config_file"))
+    assert path.parent == tmp_path
+    config = json.loads(path.read_text())
+    assert config["zero_optimization"]["stage"] == stage
+    assert isinstance(config["train_micro_batch_size_per_gpu"], int)  # no dataloader needed
+    assert config["gradient_accumulation_steps"] == "auto"
+    assert config["zero_optimization"].get("stage3_gather_16bit_weights_on_model_save", False) == (stage == 3)
+    assert ("--zero3_init_flag" in command) == (stage == 3)
+
+
+def test_user_accelerate_config_owns_the_strategy(tmp_path):
+    command = _command(tmp_path, "deepspeed_zero3", accelerate_config="my.yaml")
+    assert _value(command, "--config_file") == "my.yaml"
+    assert not {"--use_deepspeed", "--use_fsdp", "--multi_gpu", "--mixed_precision"} & set(command)
+    assert _value(command, "--num_processes") == "2"  # flags still override the file
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("kw", "match"),
+    [
+        ({"num_processes": 0}, "must be >= 1"),
+        ({"num_processes": 3, "num_machines": 2, "main_process_ip": "h"}, "multiple of num_machines"),
+        ({"num_machines": 2, "machine_rank": 2, "main_process_ip": "h"}, "machine_rank"),
+        ({"num_machines": 2}, "main_process_ip"),
+        ({"strategy": "zero9"}, "unknown strategy"),
+        ({"mixed_precision": "fp8"}, "unknown mixed_precision"),
+    ],
+)
+def test_impossible_launches_are_refused(tmp_path, kw, match):
+    with pytest.raises(ValueError, match=match):
+        _command(tmp_path, **kw)
+
+
+def test_deepspeed_config_rejects_other_stages():
+    with pytest.raises(ValueError, match="stage"):
+        launch.deepspeed_config(1)
+
+
+def test_relaunch_refuses_to_recurse(monkeypatch):
+    monkeypatch.setenv(launch.RELAUNCH_ENV, "1")
+    assert launch.is_relaunched()
+    with pytest.raises(RuntimeError, match="refusing to relaunch"):
+        launch.relaunch_with_accelerate(["train", "r.yaml"], 2)
+
+
+def test_relaunch_cleans_up_its_config_files(monkeypatch, tmp_path):
+    seen: dict = {}
+
+    def fake_run(command, env, check):
+        seen["file"] = Path(_value(command, "--deepspeed_config_file"))
+        seen["exists"] = seen["file"].exists()
+        seen["env"] = env
+        return type("Done", (), {"returncode": 3})()
+
+    monkeypatch.delenv(launch.RELAUNCH_ENV, raising=False)
+    monkeypatch.setattr(launch.subprocess, "run", fake_run)
+    assert launch.relaunch_with_accelerate(["train", "r.yaml"], 2, strategy="deepspeed_zero2", cpu=True) == 3
+    assert seen["exists"] and not seen["file"].exists()
+    assert seen["env"][launch.RELAUNCH_ENV] == "1"
+    assert seen["env"]["ACCELERATE_USE_CPU"] == "true"
+
+
+@pytest.mark.slow
+def test_two_cpu_processes_really_start_and_see_each_other(monkeypatch, tmp_path):
+    """The real launcher on CPU: two gloo processes, each marked as relaunched."""
+    (tmp_path / "probe_entry.py").write_text(textwrap.dedent("""
+        import os, sys, torch, torch.distributed as dist
+        from accelerate import Accelerator
+        from rlrun.launch import is_relaunched
+        acc = Accelerator()
+        total = torch.tensor([float(acc.process_index + 1)])
+        dist.all_reduce(total)
+        out = os.path.join(sys.argv[1], f"rank{acc.process_index}.txt")
+        open(out, "w").write(f"{acc.num_processes} {total.item()} {is_relaunched()}")
+    """))
+    monkeypatch.setattr(launch, "ENTRY_MODULE", "probe_entry")
+    monkeypatch.delenv(launch.RELAUNCH_ENV, raising=False)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]))
+    with socket.socket() as probe:  # a free port: other test runs may share this machine
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    code = launch.relaunch_with_accelerate([str(tmp_path)], 2, main_process_port=port, cpu=True)
+    assert code == 0
+    assert [(tmp_path / f"rank{r}.txt").read_text() for r in (0, 1)] == ["2 3.0 True"] * 2
