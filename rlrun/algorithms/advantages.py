@@ -1,0 +1,283 @@
+"""Advantage estimators: `fn(token_level_rewards, response_mask, index, **kw) -> (advantages, returns)`.
+
+Numbers follow verl 0.9.1 (`core_algos.py`); the per-sample Python loops become group
+statistics over dense group ids (`groups.py`) and GAE / discounted returns a reverse scan over T.
+Every estimator accepts the uniform keyword set (`values, reward_baselines, gamma, lam, epsilon,
+norm_adv_by_std_in_grpo`, ...) and ignores what it does not use. The score of a response is
+`Σ_t token_level_rewards` over all positions, as in verl. Outputs have the rewards' dtype;
+group statistics run in float64 (they are (B,)-sized).
+
+Where this differs from verl or a paper:
+- reinforce_plus_plus: at masked positions (interior gaps included) the running return carries
+  through unchanged and `returns` is 0 there (the spec's rule); verl's loop resets it at a masked
+  position instead. Both agree on right-padded responses with zero rewards on padding.
+- opo: a group whose responses are all empty gets baseline 0 (verl divides 0 by 0).
+- grpo (std-norm) divides by `std + ε` (verl), not `std` as in the GRPO paper; Dr.GRPO is
+  `norm_adv_by_std_in_grpo=False` (advantage = r - mean, no std), as in the Dr.GRPO paper.
+- rloo uses verl's form `n/(n-1)·(r - mean)`, equal to the paper's leave-one-out baseline.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import torch
+
+from rlrun.algorithms.groups import STAT_DTYPE, Groups
+from rlrun.algorithms.masked import (
+    acc_dtype,
+    as_bool,
+    broadcast_rows,
+    mask_count,
+    masked_whiten,
+    masked_whiten_rows,
+    zero_outside,
+)
+from rlrun.algorithms.registries import register_advantage
+
+AdvantageOutput = tuple[torch.Tensor, torch.Tensor]
+
+
+# --- shared pieces ---------------------------------------------------------------------------
+
+
+def response_scores(token_level_rewards: torch.Tensor) -> torch.Tensor:
+    """Score of each response, `Σ_t rewards` (float32 sum as in verl), as float64 for group stats."""
+    return token_level_rewards.sum(dim=-1, dtype=acc_dtype(token_level_rewards.dtype)).to(STAT_DTYPE)
+
+
+def _groups(index: Any, token_level_rewards: torch.Tensor) -> Groups:
+    if index is None:
+        raise ValueError("this advantage estimator needs `index` (the group id of each response)")
+    return Groups.from_index(index, device=token_level_rewards.device)
+
+
+def _centred(scores: torch.Tensor, groups: Groups) -> tuple[torch.Tensor, torch.Tensor]:
+    """`(r - group mean, group mean per group)` with a singleton's mean taken as 0 (verl)."""
+    mean = groups.mean(scores)
+    baseline = torch.where(groups.counts == 1, torch.zeros_like(mean), mean)
+    return scores - baseline[groups.ids], mean
+
+
+def grpo_scalars(scores: torch.Tensor, groups: Groups, epsilon: float, norm_adv_by_std_in_grpo: bool) -> torch.Tensor:
+    """Per-response GRPO advantage: `(r - mean)/(std + ε)`, or `r - mean`; singleton: mean 0, std 1."""
+    centred, mean = _centred(scores, groups)
+    if not norm_adv_by_std_in_grpo:
+        return centred
+    std = torch.where(groups.counts == 1, torch.ones_like(mean), groups.std(scores, mean))
+    return centred / (std[groups.ids] + epsilon)
+
+
+def _outcome(row_advantages: torch.Tensor, token_level_rewards: torch.Tensor, response_mask: torch.Tensor) -> AdvantageOutput:
+    advantages = broadcast_rows(row_advantages, response_mask, token_level_rewards.dtype)
+    return advantages, advantages
+
+
+def discounted_returns(token_level_rewards: torch.Tensor, response_mask: torch.Tensor, gamma: float) -> torch.Tensor:
+    """`G_t = r_t + γ·G_{t+1}` over valid tokens; masked tokens carry G through and get 0."""
+    rewards = zero_outside(token_level_rewards, response_mask)
+    if gamma == 1.0:  # undiscounted: a reverse cumulative sum, no scan needed
+        return zero_outside(rewards.flip(-1).cumsum(-1).flip(-1), response_mask)
+    dtype = acc_dtype(rewards.dtype)
+    rewards_t = rewards.to(dtype).T.contiguous()
+    valid_t = as_bool(response_mask).T.contiguous()
+    returns_t = torch.zeros_like(rewards_t)
+    running = torch.zeros_like(rewards_t[0])
+    for t in reversed(range(rewards_t.shape[0])):
+        running = torch.where(valid_t[t], rewards_t[t] + gamma * running, running)
+        returns_t[t] = running
+    return zero_outside(returns_t.T.contiguous(), response_mask).to(token_level_rewards.dtype)
+
+
+# --- estimators ------------------------------------------------------------------------------
+
+
+@register_advantage("gae")
+@torch.no_grad()
+def gae(
+    token_level_rewards: torch.Tensor,
+    response_mask: torch.Tensor,
+    index: Any = None,
+    *,
+    values: torch.Tensor | None = None,
+    gamma: float = 1.0,
+    lam: float = 1.0,
+    **_: Any,
+) -> AdvantageOutput:
+    """GAE with a critic: reverse scan of TD errors, whitened over the batch (PPO)."""
+    if values is None:
+        raise ValueError("gae needs `values` from a critic")
+    dtype = acc_dtype(token_level_rewards.dtype)
+    rewards_t = token_level_rewards.to(dtype).T.contiguous()
+    values_t = values.to(dtype).T.contiguous()
+    valid_t = as_bool(response_mask).T.contiguous()
+    advantages_t = torch.empty_like(rewards_t)
+    next_value = torch.zeros_like(rewards_t[0])
+    last_advantage = torch.zeros_like(rewards_t[0])
+    for t in reversed(range(rewards_t.shape[0])):
+        delta = rewards_t[t] + gamma * next_value - values_t[t]
+        # masked positions (padding and interior gaps) carry V_next and A_next through unchanged
+        next_value = torch.where(valid_t[t], values_t[t], next_value)
+        last_advantage = torch.where(valid_t[t], delta + gamma * lam * last_advantage, last_advantage)
+        advantages_t[t] = last_advantage
+    advantages = advantages_t.T.contiguous()
+    returns = (advantages + values.to(dtype)).to(token_level_rewards.dtype)
+    return masked_whiten(advantages, response_mask).to(token_level_rewards.dtype), returns
+
+
+@register_advantage("grpo")
+@torch.no_grad()
+def grpo(
+    token_level_rewards: torch.Tensor,
+    response_mask: torch.Tensor,
+    index: Any = None,
+    *,
+    epsilon: float = 1e-6,
+    norm_adv_by_std_in_grpo: bool = True,
+    **_: Any,
+) -> AdvantageOutput:
+    """GRPO: (r - group mean)/(group std + ε); Dr.GRPO without the std (norm_adv_by_std_in_grpo=False)."""
+    groups = _groups(index, token_level_rewards)
+    scalars = grpo_scalars(response_scores(token_level_rewards), groups, epsilon, norm_adv_by_std_in_grpo)
+    return _outcome(scalars, token_level_rewards, response_mask)
+
+
+@register_advantage("rloo")
+@torch.no_grad()
+def rloo(token_level_rewards: torch.Tensor, response_mask: torch.Tensor, index: Any = None, **_: Any) -> AdvantageOutput:
+    """RLOO: reward minus the mean of the other responses of the prompt, n/(n-1)·(r - mean)."""
+    groups = _groups(index, token_level_rewards)
+    scores = response_scores(token_level_rewards)
+    n = groups.row_counts()
+    leave_one_out = n / (n - 1) * (scores - groups.mean(scores)[groups.ids])
+    return _outcome(torch.where(n > 1, leave_one_out, scores), token_level_rewards, response_mask)
+
+
+@register_advantage("opo")
+@torch.no_grad()
+def opo(token_level_rewards: torch.Tensor, response_mask: torch.Tensor, index: Any = None, **_: Any) -> AdvantageOutput:
+    """OPO: reward minus the length-weighted group mean reward (optimal baseline)."""
+    groups = _groups(index, token_level_rewards)
+    scores = response_scores(token_level_rewards)
+    lengths = mask_count(response_mask, dim=-1, dtype=STAT_DTYPE)
+    total_length = groups.sum(lengths)
+    weighted = groups.sum(lengths * scores) / total_length
+    baseline = torch.where((groups.counts == 1) | (total_length == 0), torch.zeros_like(weighted), weighted)
+    return _outcome(scores - baseline[groups.ids], token_level_rewards, response_mask)
+
+
+@register_advantage("reinforce_plus_plus")
+@torch.no_grad()
+def reinforce_plus_plus(
+    token_level_rewards: torch.Tensor, response_mask: torch.Tensor, index: Any = None, *, gamma: float = 1.0, **_: Any
+) -> AdvantageOutput:
+    """REINFORCE++: discounted token returns, whitened over the batch."""
+    returns = discounted_returns(token_level_rewards, response_mask, gamma)
+    return zero_outside(masked_whiten(returns, response_mask), response_mask), returns
+
+
+@register_advantage("reinforce_plus_plus_baseline")
+@torch.no_grad()
+def reinforce_plus_plus_baseline(
+    token_level_rewards: torch.Tensor, response_mask: torch.Tensor, index: Any = None, **_: Any
+) -> AdvantageOutput:
+    """REINFORCE++-baseline: reward minus group mean, then whitened over the batch's tokens."""
+    centred, _ = _centred(response_scores(token_level_rewards), _groups(index, token_level_rewards))
+    advantages = masked_whiten_rows(centred, response_mask).to(token_level_rewards.dtype)
+    return advantages, advantages
+
+
+@register_advantage("remax")
+@torch.no_grad()
+def remax(
+    token_level_rewards: torch.Tensor,
+    response_mask: torch.Tensor,
+    index: Any = None,
+    *,
+    reward_baselines: torch.Tensor | None = None,
+    **_: Any,
+) -> AdvantageOutput:
+    """ReMax: reward-to-go minus the reward of the prompt's greedy response."""
+    if reward_baselines is None:
+        raise ValueError("remax needs `reward_baselines` (the reward of one greedy response per prompt)")
+    rewards = zero_outside(token_level_rewards, response_mask)
+    returns = rewards.flip(-1).cumsum(-1).flip(-1)
+    return returns - broadcast_rows(reward_baselines, response_mask, returns.dtype), returns
+
+
+@register_advantage("gpg")
+@torch.no_grad()
+def gpg(
+    token_level_rewards: torch.Tensor, response_mask: torch.Tensor, index: Any = None, *, f_norm: float = 1.0, **_: Any
+) -> AdvantageOutput:
+    """GPG: α·(r - group mean)/f_norm with α = B / #non-zero rewards; no std normalisation."""
+    scores = response_scores(token_level_rewards)
+    alpha = scores.numel() / max(int(torch.count_nonzero(scores).item()), 1)
+    centred, _ = _centred(scores, _groups(index, token_level_rewards))
+    return _outcome(alpha * centred / f_norm, token_level_rewards, response_mask)
+
+
+@register_advantage("grpo_passk")
+@torch.no_grad()
+def grpo_passk(
+    token_level_rewards: torch.Tensor,
+    response_mask: torch.Tensor,
+    index: Any = None,
+    *,
+    epsilon: float = 1e-6,
+    norm_adv_by_std_in_grpo: bool = True,
+    **_: Any,
+) -> AdvantageOutput:
+    """Pass@k GRPO: only each group's best response gets r_max - r_second (÷ std + ε)."""
+    groups = _groups(index, token_level_rewards)
+    if bool((groups.counts < 2).any()):
+        raise ValueError("grpo_passk needs at least 2 responses in every group")
+    scores = response_scores(token_level_rewards)
+    rows = torch.arange(scores.numel(), device=scores.device)
+    is_max = scores == groups.amax(scores)[groups.ids]
+    best_row = groups.amin(torch.where(is_max, rows, scores.numel()))  # first index on ties
+    is_best = rows == best_row[groups.ids]
+    runner_up = groups.amax(torch.where(is_best, torch.full_like(scores, -torch.inf), scores))
+    gap = scores - runner_up[groups.ids]
+    if norm_adv_by_std_in_grpo:
+        gap = gap / (groups.std(scores)[groups.ids] + epsilon)
+    return _outcome(torch.where(is_best, gap, torch.zeros_like(gap)), token_level_rewards, response_mask)
+
+
+@register_advantage("gdpo")
+@torch.no_grad()
+def gdpo(
+    token_level_rewards: torch.Tensor,
+    response_mask: torch.Tensor,
+    index: Any = None,
+    *,
+    reward_components: Mapping[str, torch.Tensor] | None = None,
+    reward_weights: Mapping[str, float] | Sequence[float] | None = None,
+    epsilon: float = 1e-6,
+    norm_adv_by_std_in_grpo: bool = True,
+    **_: Any,
+) -> AdvantageOutput:
+    """GDPO: GRPO on each named reward component, weighted sum, whitened over the batch."""
+    groups = _groups(index, token_level_rewards)
+    components = dict(reward_components) if reward_components else {"reward": token_level_rewards}
+    weights = _component_weights(list(components), reward_weights)
+    total = torch.zeros(groups.ids.numel(), dtype=STAT_DTYPE, device=token_level_rewards.device)
+    for name, component in components.items():
+        scores = response_scores(component) if component.dim() == 2 else component.to(STAT_DTYPE)
+        total = total + weights[name] * grpo_scalars(scores.to(total.device), groups, epsilon, norm_adv_by_std_in_grpo)
+    advantages = masked_whiten_rows(total, response_mask).to(token_level_rewards.dtype)
+    return advantages, advantages
+
+
+def _component_weights(names: list[str], weights: Mapping[str, float] | Sequence[float] | None) -> dict[str, float]:
+    if weights is None:
+        return dict.fromkeys(names, 1.0)
+    if isinstance(weights, Mapping):
+        unknown = set(weights) - set(names)
+        if unknown:
+            raise ValueError(f"gdpo reward_weights name unknown components {sorted(unknown)}; components: {names}")
+        return {name: float(weights.get(name, 1.0)) for name in names}
+    if len(weights) != len(names):
+        raise ValueError(f"gdpo got {len(weights)} reward_weights for {len(names)} components")
+    return {name: float(w) for name, w in zip(names, weights)}

@@ -1,0 +1,110 @@
+"""Masked reductions over (B, T) response tensors, and entropy from logits.
+
+Follows verl's `verl/utils/torch_functional.py`: `masked_sum` selects with `where` so NaN or
+garbage at padded positions never leaks in; `masked_mean` divides by `Σm + 1e-8`; `masked_var`
+is unbiased and refuses fewer than two valid entries; `masked_whiten` shifts and scales every
+position, padding included (callers re-mask when they need zeros there).
+
+Masks are binary (bool, int or float 0/1). Reductions accumulate in float32 (float64 inputs stay
+float64), so bfloat16 inputs do not lose precision in token counts.
+"""
+
+from __future__ import annotations
+
+import torch
+
+MEAN_EPS = 1e-8
+WHITEN_EPS = 1e-8
+
+
+def as_bool(mask: torch.Tensor) -> torch.Tensor:
+    """The mask as a bool tensor (no copy when it already is one)."""
+    return mask if mask.dtype == torch.bool else mask != 0
+
+
+def acc_dtype(dtype: torch.dtype) -> torch.dtype:
+    """The dtype reductions accumulate in: float64 stays, everything else becomes float32."""
+    return torch.float64 if dtype == torch.float64 else torch.float32
+
+
+def zero_outside(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """`values` with every padded position set to 0 (NaN there included)."""
+    return torch.where(as_bool(mask), values, torch.zeros((), dtype=values.dtype, device=values.device))
+
+
+def masked_sum(values: torch.Tensor, mask: torch.Tensor, dim: int | None = None) -> torch.Tensor:
+    """Sum of `values` where `mask` is set, over `dim` (all dims when None)."""
+    selected = zero_outside(values, mask)
+    dtype = acc_dtype(values.dtype)
+    return selected.sum(dtype=dtype) if dim is None else selected.sum(dim=dim, dtype=dtype)
+
+
+def mask_count(mask: torch.Tensor, dim: int | None = None, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """Number of set mask entries, as a float tensor."""
+    m = as_bool(mask)
+    return m.sum(dtype=dtype) if dim is None else m.sum(dim=dim, dtype=dtype)
+
+
+def masked_mean(values: torch.Tensor, mask: torch.Tensor, dim: int | None = None) -> torch.Tensor:
+    """Mean of `values` where `mask` is set: `masked_sum / (Σm + 1e-8)` (0 for an empty mask)."""
+    total = masked_sum(values, mask, dim)
+    return total / (mask_count(mask, dim, total.dtype) + MEAN_EPS)
+
+
+def masked_var(values: torch.Tensor, mask: torch.Tensor, unbiased: bool = True) -> torch.Tensor:
+    """Variance of `values` over the mask (Bessel-corrected unless `unbiased=False`)."""
+    mean = masked_mean(values, mask)
+    variance = masked_mean((values - mean) ** 2, mask)
+    if unbiased:
+        count = mask_count(mask, dtype=variance.dtype)
+        n = int(count.item())
+        if n <= 1:
+            raise ValueError(
+                f"masked_var needs at least 2 valid entries, got {n}: the batch has too few response tokens"
+            )
+        variance = variance * count / (count - 1)
+    return variance
+
+
+def masked_whiten(values: torch.Tensor, mask: torch.Tensor, shift_mean: bool = True) -> torch.Tensor:
+    """`(values - μ)·rsqrt(var + 1e-8)` with μ, var over the mask, applied to every position."""
+    mean, var = masked_mean(values, mask), masked_var(values, mask)
+    whitened = (values - mean) * torch.rsqrt(var + WHITEN_EPS)
+    if not shift_mean:
+        whitened = whitened + mean
+    return whitened.to(values.dtype)
+
+
+def masked_whiten_rows(row_values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """`masked_whiten(row_values[:, None] * mask, mask) * mask` without materialising the (B, T) input.
+
+    For a value that is constant along each row the token-level mean and variance follow from
+    the per-row values and lengths, so this reads the mask once instead of whitening B×T tokens.
+    """
+    dtype = torch.float64
+    lengths = mask_count(mask, dim=-1, dtype=dtype)
+    x = row_values.to(dtype)
+    count = lengths.sum()
+    n = int(count.item())
+    if n <= 1:
+        raise ValueError(
+            f"masked_var needs at least 2 valid entries, got {n}: the batch has too few response tokens"
+        )
+    mean = (x * lengths).sum() / (count + MEAN_EPS)
+    var = ((x - mean) ** 2 * lengths).sum() / (count + MEAN_EPS) * count / (count - 1)
+    return broadcast_rows((x - mean) * torch.rsqrt(var + WHITEN_EPS), mask, row_values.dtype)
+
+
+def broadcast_rows(row_values: torch.Tensor, mask: torch.Tensor, dtype: torch.dtype | None = None) -> torch.Tensor:
+    """A (B,) value spread over each row's valid tokens, 0 on padding, as a (B, T) tensor of `dtype`."""
+    dtype = dtype or row_values.dtype
+    rows = row_values.to(dtype).unsqueeze(-1)
+    if mask.dtype == torch.bool:
+        return torch.where(mask, rows, torch.zeros((), dtype=dtype, device=rows.device))
+    return (rows * mask).to(dtype)  # one fused pass for float/int masks
+
+
+def entropy_from_logits(logits: torch.Tensor) -> torch.Tensor:
+    """Entropy of the softmax over the last dim: `logsumexp(z) - Σ softmax(z)·z`."""
+    probs = torch.softmax(logits, dim=-1)
+    return torch.logsumexp(logits, dim=-1) - (probs * logits).sum(dim=-1)
