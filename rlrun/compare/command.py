@@ -89,7 +89,10 @@ def compare_command(
     if as_json:
         print(
             json.dumps(
-                {**to_json(comparison), "plot": str(plot) if plot else None}, indent=2, allow_nan=False
+                {**to_json(comparison), "plot": str(plot) if plot else None},
+                indent=2,
+                allow_nan=False,
+                ensure_ascii=False,
             )
         )
         return

@@ -87,18 +87,22 @@ def check_comparability(
         differing = [i for i, view in enumerate(views) if view is not None and view != reference]
         if not differing:
             continue
-        keys = dict.fromkeys(key for view in views if view is not None for key in view)
+        known = [view for view in views if view is not None]
+        keys = list(dict.fromkeys(key for view in known for key in view))
+        shared = [key for key in keys if all(key in view for view in known)]
+        # a changed data.source explains the generator keys that vanished with it
+        shown = _differing(shared, known, reference) or _differing(keys, known, reference)
         differences = {
-            key: [view.get(key, MISSING) if view is not None else MISSING for view in views]
-            for key in keys
-            if any(
-                view is not None and view.get(key, MISSING) != reference.get(key, MISSING) for view in views
-            )
+            key: [view.get(key, MISSING) if view is not None else MISSING for view in views] for key in shown
         }
         warnings.append(
             Incomparability(aspect.name, [names[i] for i in differing], differences, aspect.consequence)
         )
     return warnings
+
+
+def _differing(keys: list[str], views: list[dict[str, Any]], reference: dict[str, Any]) -> list[str]:
+    return [key for key in keys if any(view.get(key, MISSING) != reference.get(key, MISSING) for view in views)]
 
 
 def _effective(flat: dict[str, Any]) -> dict[str, Any]:

@@ -63,7 +63,7 @@ def diff_recipes(recipes: Sequence[Mapping[str, Any] | None], show_all: bool = F
     "unknown" for every key.
     """
     flats = [flatten(recipe) if recipe is not None else None for recipe in recipes]
-    keys = dict.fromkeys(key for flat in flats if flat is not None for key in flat)  # recipe order
+    keys = _merged_order([flat for flat in flats if flat is not None])
     rows = []
     for key in keys:
         values = [flat.get(key, MISSING) if flat is not None else MISSING for flat in flats]
@@ -75,6 +75,20 @@ def diff_recipes(recipes: Sequence[Mapping[str, Any] | None], show_all: bool = F
         if show_all or row.differs:
             rows.append(row)
     return rows
+
+
+def _merged_order(flats: Sequence[Mapping[str, Any]]) -> list[str]:
+    """All keys in recipe order: a key only a later recipe has goes after the key it follows there."""
+    order: list[str] = []
+    for flat in flats:
+        position = 0
+        for key in flat:
+            if key in order:
+                position = order.index(key) + 1
+            else:
+                order.insert(position, key)
+                position += 1
+    return order
 
 
 def _change(ref: Any, value: Any) -> str:

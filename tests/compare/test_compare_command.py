@@ -1,0 +1,83 @@
+"""`rlrun compare` end to end on crafted run directories: terminal output, --json, errors."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from rlrun.cli import app
+
+
+@pytest.fixture
+def runs_dir(make_run, steps, tmp_path):
+    score = {"critic/score/mean": lambda s: 0.1 * s, "actor/entropy": 1.0, "actor/grad_norm": 1.0}
+    make_run("grpo", steps(8, score))
+    make_run("lr3e-4", steps(8, {**score, "critic/score/mean": lambda s: 0.15 * s}),
+             changes={"actor.optimizer.lr": 3e-4})
+    make_run("dapo-live", steps(5, {**score, "actor/grad_norm": lambda s: float("nan") if s == 5 else 1.0}),
+             changes={"rollout.max_response_tokens": 16}, status="running",
+             tail='{"step": 6, "wall_time_s": 12.0, "crit')
+    return tmp_path / "runs"
+
+
+def _compare(runs_dir, *args: str):
+    return CliRunner().invoke(app, ["compare", "--runs-dir", str(runs_dir), *args], env={"COLUMNS": "160"})
+
+
+def test_terminal_report(runs_dir):
+    result = _compare(runs_dir, "grpo", "lr3e-4", "dapo-live", "--target", "critic/score/mean=0.6", "-k", "2")
+    assert result.exit_code == 0, result.output
+    out = result.output
+    assert "grpo (ref)" in out and "running" in out and "5/100" in out
+    assert "different max response length in dapo-live" in out
+    assert "actor.optimizer.lr" in out and "0.0003" in out and "trainer.seed" not in out  # changed keys only
+    assert "0.75" in out and "1.125" in out  # last-2 means of the score: (0.7+0.8)/2, (1.05+1.2)/2
+    assert "↑ +0.375 (+50.0%)" in out
+    assert "dapo-live: metrics.jsonl ends in a partial line (line 6), ignored" in out
+    assert "✓ grpo: no problems found" in out and "NaN/inf values from step 5: actor/grad_norm (1×)" in out
+    assert "▁" in out and "█" in out  # sparklines
+    assert "critic/score/mean >= 0.6" in out  # the target table
+
+
+def test_json_output(runs_dir):
+    result = _compare(runs_dir, "grpo", "lr3e-4", "dapo-live", "--json", "--metrics", "critic/*,actor/grad_norm",
+                      "--target", "critic/score/mean=0.6", "--at", "4")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["reference"] == "grpo" and data["at_step"] == 4
+    assert [run["steps_done"] for run in data["runs"]] == [4, 4, 4]
+    assert data["runs"][2]["status"] == "running" and data["runs"][2]["total_steps"] == 100
+    assert [metric["metric"] for metric in data["metrics"]] == ["critic/score/mean", "actor/grad_norm"]
+    score = data["metrics"][0]["runs"]["lr3e-4"]
+    assert score["mean_last_k"] == pytest.approx((0.15 + 0.3 + 0.45 + 0.6) / 4)  # last 5 of steps 1-4
+    assert score["best"] == pytest.approx(0.6) and score["best_step"] == 4 and score["verdict"] == "better"
+    assert data["targets"][0]["runs"] == {
+        "grpo": None, "lr3e-4": {"step": 4, "samples": 512, "wall_time_s": 8.0}, "dapo-live": None}
+    assert data["config_diff"] == [
+        {"key": "rollout.max_response_tokens", "values": {"grpo": 8, "lr3e-4": 8, "dapo-live": 16},
+         "changes": {"grpo": "ref", "lr3e-4": "same", "dapo-live": "changed"}},
+        {"key": "actor.optimizer.lr", "values": {"grpo": 1e-4, "lr3e-4": 3e-4, "dapo-live": 1e-4},
+         "changes": {"grpo": "ref", "lr3e-4": "changed", "dapo-live": "same"}},
+    ]
+    assert [warning["aspect"] for warning in data["not_comparable"]] == ["max response length"]
+    assert data["health"]["grpo"] == [] and data["health"]["dapo-live"] == []  # the NaN was after step 4
+    assert data["plot"] is None
+
+
+def test_plot_option(runs_dir, tmp_path):
+    out = tmp_path / "curves.png"
+    result = _compare(runs_dir, "grpo", "lr3e-4", "--plot", str(out), "--x", "samples", "--smooth", "0.3")
+    assert result.exit_code == 0, result.output
+    assert "wrote" in result.output and out.stat().st_size > 0
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["grpo", "nope"], "no run 'nope'"),
+    (["grpo", "--target", "critic/score/mean"], "expected METRIC=VALUE"),
+    (["grpo", "wandb:x/y"], "wandb:entity/project/run_id"),
+])
+def test_user_errors_exit_2(runs_dir, args, message):
+    result = _compare(runs_dir, *args)
+    assert result.exit_code == 2 and message in " ".join(result.output.split())

@@ -1,0 +1,71 @@
+"""Health flags on crafted metrics files: each problem raises its flag, a healthy run none."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import pytest
+
+from rlrun.compare.health import health_flags
+from rlrun.compare.runs import load_run
+
+HEALTHY = {
+    "critic/score/mean": lambda s: 0.1 + 0.01 * s,
+    "actor/entropy": lambda s: 1.5 - 0.02 * s,
+    "response_length/clip_ratio": 0.05,
+    "frac_reward_zero_std": 0.2,
+    "actor/grad_norm": lambda s: 1.0 + 0.3 * (s % 3),
+    "train/skipped_updates": 0,
+}
+_names = itertools.count()
+
+
+def _flags(make_run, steps, n=20, status="finished", **overrides):
+    series = {**HEALTHY, **{key.replace("__", "/"): value for key, value in overrides.items()}}
+    run = load_run(str(make_run(f"run{next(_names)}", steps(n, series), status=status)))
+    return {flag.check: flag for flag in health_flags(run)}
+
+
+def test_a_healthy_run_raises_no_flags(make_run, steps):
+    assert _flags(make_run, steps) == {}
+
+
+def test_nan_and_inf(make_run, steps):
+    flags = _flags(make_run, steps, actor__grad_norm=lambda s: math.nan if s >= 12 else 1.0,
+                   actor__entropy=lambda s: math.inf if s == 15 else 1.0)
+    flag = flags["non-finite"]
+    assert flag.severity == "error" and flag.step == 12
+    assert "actor/entropy (1×)" in flag.message and "actor/grad_norm (9×)" in flag.message
+
+
+def test_entropy_collapse(make_run, steps):
+    flag = _flags(make_run, steps, actor__entropy=lambda s: 2.0 * 0.7**s)["entropy-collapse"]
+    assert flag.step == 16 and "collapsed" in flag.message
+    # a slow decline is not a collapse
+    assert "entropy-collapse" not in _flags(make_run, steps, actor__entropy=lambda s: 2.0 - 0.05 * s)
+
+
+def test_rising_response_clip_ratio(make_run, steps):
+    flag = _flags(make_run, steps, response_length__clip_ratio=lambda s: 0.02 * s)["rising-clip-ratio"]
+    assert "from 6% to 36%" in flag.message  # mean of steps 1-5 vs 16-20
+
+
+def test_high_frac_reward_zero_std(make_run, steps):
+    flag = _flags(make_run, steps, frac_reward_zero_std=lambda s: 0.7)["zero-std-groups"]
+    assert flag.message.startswith("70% of prompt groups") and flag.step == 16
+
+
+def test_grad_norm_spikes(make_run, steps):
+    flag = _flags(make_run, steps, actor__grad_norm=lambda s: 40.0 if s in (8, 14) else 1.0)["grad-norm-spikes"]
+    assert flag.step == 8 and flag.message.startswith("2 grad-norm spike(s)") and "40× at step 8" in flag.message
+
+
+def test_skipped_updates(make_run, steps):
+    flag = _flags(make_run, steps, train__skipped_updates=lambda s: max(0, s - 17))["skipped-updates"]
+    assert flag.step == 18 and flag.message.startswith("3 update(s) skipped")
+
+
+@pytest.mark.parametrize("n", [1, 3])
+def test_too_few_steps_make_no_trend(make_run, steps, n):
+    assert _flags(make_run, steps, n=n, actor__entropy=lambda s: 2.0 * 0.01**s) == {}

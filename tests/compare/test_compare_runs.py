@@ -1,0 +1,110 @@
+"""Reading run directories: names, partial lines, runs in progress, crashes, resumes, W&B paths."""
+
+from __future__ import annotations
+
+import json
+import math
+from types import SimpleNamespace
+
+import pytest
+
+from rlrun.compare.runs import RunReadError, load_run, read_metrics
+from rlrun.compare.wandb_runs import load_wandb_run
+
+
+def test_a_run_is_found_by_directory_or_by_name(make_run, steps, tmp_path):
+    path = make_run("grpo", steps(3, {"critic/score/mean": 0.5}))
+    by_path = load_run(str(path))
+    by_name = load_run("grpo", runs_dir=tmp_path / "runs")
+    assert by_path.name == by_name.name == "grpo"
+    assert by_name.source == str(path)
+    assert by_name.status == "finished" and by_name.last_step == 3 and by_name.wall_time_s == 6.0
+    assert by_name.recipe["actor"]["optimizer"]["lr"] == 1e-4
+    assert by_name.notes == []
+
+
+def test_an_unknown_run_name_suggests_close_names(make_run, steps, tmp_path):
+    make_run("grpo-lr3e-4", steps(1, {}))
+    with pytest.raises(RunReadError, match="did you mean grpo-lr3e-4"):
+        load_run("grpo-lr3e4", runs_dir=tmp_path / "runs")
+    with pytest.raises(RunReadError, match="no run 'nothing'"):
+        load_run("nothing", runs_dir=tmp_path / "elsewhere")
+
+
+def test_a_partial_last_line_is_dropped_and_noted(make_run, steps):
+    path = make_run("crashed", steps(4, {"critic/score/mean": 0.5}), status="failed",
+                    tail='{"step": 5, "wall_time_s": 10.0, "critic/sco')
+    run = load_run(str(path))
+    assert [row["step"] for row in run.rows] == [1, 2, 3, 4]
+    assert run.status == "failed"
+    assert any("partial line (line 5)" in note for note in run.notes)
+
+
+def test_a_run_in_progress_reads_what_is_there(make_run, steps):
+    path = make_run("live", steps(7, {"critic/score/mean": 0.5}), status="running", total_steps=100)
+    (path / "resolved.yaml").unlink()  # not even every file written yet
+    run = load_run(str(path))
+    assert run.status == "running" and run.last_step == 7 and run.meta["total_steps"] == 100
+    assert run.recipe is None and any("no resolved.yaml" in note for note in run.notes)
+    assert run.last_update is not None
+
+
+def test_a_run_that_has_written_nothing_yet(tmp_path):
+    (tmp_path / "fresh").mkdir()
+    (tmp_path / "fresh" / "meta.json").write_text(json.dumps({"name": "fresh", "status": "running"}))
+    run = load_run(str(tmp_path / "fresh"))
+    assert run.rows == [] and run.last_step is None and run.metric_names() == []
+    assert "no metrics.jsonl yet" in run.notes
+
+
+def test_rows_of_one_step_merge_and_a_resume_supersedes_later_rows(tmp_path):
+    lines = [{"step": 1, "a": 1.0}, {"step": 2, "a": 2.0}, {"step": 2, "val/accuracy": 0.5},
+             {"step": 3, "a": 3.0}, {"step": 2, "a": 20.0}, {"step": 3, "a": 30.0}]
+    path = tmp_path / "metrics.jsonl"
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    notes: list[str] = []
+    rows = read_metrics(path, notes)
+    assert rows == [{"step": 1, "a": 1.0}, {"step": 2, "a": 20.0}, {"step": 3, "a": 30.0}]
+    assert notes == ["resumed at step 2: 2 earlier rows superseded"]
+
+
+def test_non_finite_values_survive_reading(tmp_path):
+    path = tmp_path / "metrics.jsonl"
+    # Python's json writes NaN/Infinity bare; other writers quote them
+    path.write_text('{"step": 1, "a": NaN, "b": Infinity, "c": "-inf", "d": "text"}\nnot json\n{"step": 2}\n')
+    notes: list[str] = []
+    rows = read_metrics(path, notes)
+    assert math.isnan(rows[0]["a"]) and rows[0]["b"] == math.inf and rows[0]["c"] == -math.inf
+    assert "d" not in rows[0] and [row["step"] for row in rows] == [1, 2]
+    assert notes == ["metrics.jsonl: 1 unreadable line(s) skipped"]
+
+
+def test_a_wandb_path_must_have_three_parts():
+    with pytest.raises(RunReadError, match="wandb:entity/project/run_id"):
+        load_run("wandb:project/run")
+
+
+def test_wandb_without_key_or_network_says_so(monkeypatch, tmp_path):
+    monkeypatch.delenv("WANDB_API_KEY", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.netrc
+    monkeypatch.setenv("WANDB_CONFIG_DIR", str(tmp_path))
+    with pytest.raises(RunReadError, match="network access and an API key"):
+        load_run("wandb:me/rlrun/abc123")
+
+
+def test_a_wandb_run_maps_onto_the_run_directory_format():
+    history = [{"_step": 1, "_runtime": 3.5, "critic/score/mean": 0.25, "samples": 128, "_timestamp": 1.0},
+               {"_step": 2, "_runtime": 7.0, "critic/score/mean": 0.5, "samples": 256, "val/accuracy": "NaN"}]
+    wb_run = SimpleNamespace(
+        name="grpo-wb", id="abc123", state="crashed", commit="feedbeef",
+        config={"trainer": {"seed": 3, "total_steps": 10}, "model": {"path": "rlrun:tiny-base"},
+                "algorithm": {"advantage": "grpo"}, "actor": {"policy_loss": "vanilla"}},
+        scan_history=lambda: iter(history),
+    )
+    api = SimpleNamespace(run=lambda path: wb_run if path == "me/rlrun/abc123" else None)
+    run = load_wandb_run("me/rlrun/abc123", api=api)
+    assert run.name == "grpo-wb" and run.source == "wandb:me/rlrun/abc123"
+    assert run.status == "failed" and run.meta["total_steps"] == 10 and run.meta["seed"] == 3
+    assert run.rows[0] == {"step": 1, "wall_time_s": 3.5, "critic/score/mean": 0.25, "samples": 128}
+    assert math.isnan(run.rows[1]["val/accuracy"])
+    assert run.recipe["model"]["path"] == "rlrun:tiny-base"
