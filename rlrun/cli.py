@@ -1,0 +1,284 @@
+"""The `rlrun` command line. The only module that knows about the CLI: each command parses its
+arguments, calls the library and renders the result. A recipe mistake prints located
+paragraphs and exits with code 2, never with a traceback.
+
+A command is a plain function decorated with `@app.command()` in its own section below;
+reuse the shared argument types (`RecipeArg`, `OverridesArg`) and wrap library calls that can
+raise user errors in `with user_errors():`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.panel import Panel
+from rich.table import Table
+
+from rlrun.errors import ConfigIssue, RecipeError
+from rlrun.recipes import LoadedRecipe, algorithm_summary, batch_plan, load_recipe
+
+app = typer.Typer(
+    name="rlrun",
+    help="Declarative RL post-training of language models: one YAML recipe per experiment.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    rich_markup_mode="markdown",
+    add_completion=False,
+)
+console = Console(highlight=False)
+err_console = Console(stderr=True, highlight=False)
+
+USER_ERROR = 2  # exit code of every mistake in a recipe or on the command line
+
+RecipeArg = Annotated[
+    str,
+    typer.Argument(
+        help="A recipe file, or the name of a built-in recipe (see `rlrun recipes`).", show_default=False
+    ),
+]
+OverridesArg = Annotated[
+    list[str] | None,
+    typer.Argument(
+        help="Changes to the recipe, applied in order: `key.path=value` (value read as YAML, e.g. "
+        "`actor.optimizer.lr=3e-6`, `reward.functions=[{fn: 'my.mod:score'}]`) or `~key.path` "
+        "(back to the default).",
+        show_default=False,
+    ),
+]
+
+
+@app.callback()
+def main() -> None:
+    """Declarative RL post-training of language models: one YAML recipe per experiment.
+
+    Start from a built-in recipe (`rlrun recipes copy grpo my.yaml`), check it with
+    `rlrun validate my.yaml`, then train with `rlrun train my.yaml`.
+    """
+    # Like `python -m`, make the working directory importable, so a recipe can name
+    # `my_rewards:score` or a plugin module that sits beside it.
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+
+
+@contextmanager
+def user_errors(as_json: bool = False) -> Iterator[None]:
+    """Turn a RecipeError into its paragraphs (or JSON) and exit code 2."""
+    try:
+        yield
+    except RecipeError as exc:
+        if as_json:
+            print(
+                json.dumps(
+                    {"valid": False, "errors": _dicts(exc.issues), "notices": _dicts(exc.notices)}, indent=2
+                )
+            )
+        else:
+            _print_issues(exc.notices, "notice", "yellow")
+            _print_issues(exc.issues, "error", "red")
+        raise typer.Exit(USER_ERROR) from None
+
+
+def _print_issues(issues: list[ConfigIssue], label: str, colour: str) -> None:
+    if issues:
+        count = f"{len(issues)} {label}" + ("s" if len(issues) > 1 else "")
+        body = "\n\n".join(issue.format() for issue in issues)
+        err_console.print(Panel(body, title=count, title_align="left", border_style=colour, expand=False))
+
+
+def _dicts(issues: list[ConfigIssue]) -> list[dict[str, Any]]:
+    return [issue.to_dict() for issue in issues]
+
+
+# --- validate -----------------------------------------------------------------------------
+
+
+@app.command()
+def validate(
+    recipe: RecipeArg,
+    overrides: OverridesArg = None,
+    strict: Annotated[
+        bool, typer.Option("--strict", help="Treat notices (likely mistakes) as errors.")
+    ] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON on stdout.")] = False,
+) -> None:
+    """Check a recipe without loading any model: every error at once, located by file, line and key.
+
+    Prints what the recipe will run (algorithm, model, data), how each step's batch is split,
+    and notices about settings that are legal but probably not meant. Exit code 0 when the
+    recipe is valid, 2 when it is not.
+    """
+    with user_errors(as_json):
+        loaded = load_recipe(recipe, overrides or [], strict=strict)
+    if as_json:
+        print(json.dumps(_validation_json(loaded), indent=2))
+        return
+    console.print(f"[green]✓[/] {loaded.source_path} is a valid recipe.")
+    console.print(_summary_table(loaded))
+    console.print(_batch_plan_table(loaded))
+    _print_issues(loaded.notices, "notice", "yellow")
+
+
+def _validation_json(loaded: LoadedRecipe) -> dict[str, Any]:
+    recipe = loaded.recipe
+    return {
+        "valid": True,
+        "recipe": str(loaded.source_path),
+        "algorithm": algorithm_summary(recipe),
+        "model": recipe.model.path,
+        "data": recipe.data.source,
+        "batch_plan": batch_plan(recipe).to_dict(),
+        "errors": [],
+        "notices": _dicts(loaded.notices),
+    }
+
+
+def _summary_table(loaded: LoadedRecipe) -> Table:
+    recipe = loaded.recipe
+    table = Table(show_header=False, box=None, padding=(0, 2))
+    table.add_row("algorithm", algorithm_summary(recipe)["text"])
+    table.add_row(
+        "model", f"{recipe.model.path} ({recipe.model.dtype}" + (", LoRA)" if recipe.model.lora else ")")
+    )
+    table.add_row("data", recipe.data.source)
+    rewards = ", ".join(f"{f.fn} × {f.weight:g}" for f in recipe.reward.functions)
+    table.add_row("reward", rewards)
+    table.add_row(
+        "steps", f"{recipe.trainer.total_steps} on {recipe.trainer.device} (seed {recipe.trainer.seed})"
+    )
+    return table
+
+
+def _batch_plan_table(loaded: LoadedRecipe) -> Table:
+    plan = batch_plan(loaded.recipe)
+    table = Table(title="Batch plan per step", title_justify="left", show_lines=False)
+    table.add_column("stage")
+    table.add_column("count", justify="right")
+    table.add_column("each")
+    table.add_row("prompts", str(plan.prompts), f"{plan.samples_per_prompt} samples")
+    table.add_row(
+        "samples", str(plan.samples), f"≤ {loaded.recipe.rollout.max_response_tokens} response tokens"
+    )
+    table.add_row(
+        "mini-batches", str(plan.mini_batches), f"{plan.mini_batch_samples} samples, one optimizer step"
+    )
+    table.add_row(
+        "micro-batches",
+        f"{plan.micro_batches_per_mini_batch} per mini-batch",
+        f"{plan.micro_batch_samples} samples, one forward/backward",
+    )
+    table.add_row("optimizer steps", str(plan.optimizer_steps), f"per rollout ({plan.ppo_epochs} epoch(s))")
+    return table
+
+
+# --- show ---------------------------------------------------------------------------------
+
+
+@app.command()
+def show(
+    recipe: RecipeArg,
+    overrides: OverridesArg = None,
+    provenance: Annotated[
+        bool, typer.Option("--provenance", help="Mark each value: default, base recipe, file or override.")
+    ] = False,
+) -> None:
+    """Print the fully resolved recipe (after `extends` and overrides) as YAML."""
+    from rlrun.recipes.render import to_yaml
+
+    with user_errors():
+        loaded = load_recipe(recipe, overrides or [])
+    print(to_yaml(loaded.data, loaded.provenance if provenance else None), end="")
+
+
+# --- schema -------------------------------------------------------------------------------
+
+
+@app.command()
+def schema() -> None:
+    """Print the JSON Schema of a recipe file, for editor completion and checking.
+
+    Save it (`rlrun schema > recipe.schema.json`) and start a recipe with
+    `# yaml-language-server: $schema=recipe.schema.json`.
+    """
+    from rlrun.schema import recipe_json_schema
+
+    print(json.dumps(recipe_json_schema(), indent=2))
+
+
+# --- recipes ------------------------------------------------------------------------------
+
+recipes_app = typer.Typer(help="The built-in recipes.", no_args_is_help=False)
+app.add_typer(recipes_app, name="recipes")
+
+
+@recipes_app.callback(invoke_without_command=True)
+def recipes(ctx: typer.Context) -> None:
+    """List the built-in recipes with one line each. `rlrun recipes copy NAME DEST` copies one."""
+    if ctx.invoked_subcommand is not None:
+        return
+    from rlrun.recipes import builtin_descriptions
+
+    table = Table(show_header=False, box=None, padding=(0, 2))
+    for name, description in builtin_descriptions().items():
+        table.add_row(f"[bold]{name}[/]", description)
+    console.print(table)
+
+
+@recipes_app.command("copy")
+def recipes_copy(
+    name: Annotated[str, typer.Argument(help="A built-in recipe (see `rlrun recipes`).", show_default=False)],
+    dest: Annotated[
+        Path, typer.Argument(help="The file to write, or a folder to put NAME.yaml in.", show_default=False)
+    ],
+) -> None:
+    """Copy a built-in recipe to edit. Never overwrites an existing file."""
+    from rlrun.recipes import builtin_names, copy_builtin
+
+    try:
+        target = copy_builtin(name, dest)
+    except KeyError:
+        err_console.print(
+            f"[red]No built-in recipe {name!r}.[/] Choose one of: {', '.join(builtin_names())}."
+        )
+        raise typer.Exit(USER_ERROR) from None
+    except FileExistsError as exc:
+        err_console.print(
+            f"[red]{exc.args[0]} already exists;[/] rlrun does not overwrite it. Pick another name."
+        )
+        raise typer.Exit(USER_ERROR) from None
+    console.print(f"Wrote {target}. Check it with `rlrun validate {target}`.")
+
+
+# --- components ---------------------------------------------------------------------------
+
+
+@app.command()
+def components() -> None:
+    """List every component a recipe can name, by kind, with a one-line description.
+
+    Register your own with the decorators of `rlrun.algorithms.registries` in a module
+    listed under `algorithm.plugins`.
+    """
+    from rlrun.components import components as all_components
+
+    for kind, entries in all_components().items():
+        table = Table(title=kind, title_justify="left", show_header=False, box=None, padding=(0, 2))
+        for name, description in entries.items():
+            table.add_row(f"[bold]{name}[/]", description)
+        console.print(table)
+        console.print()
+
+
+# --- compare ------------------------------------------------------------------------------
+# The command with its options lives in rlrun.compare.command, beside the library it drives.
+
+from rlrun.compare.command import compare_command  # noqa: E402
+
+app.command("compare")(compare_command)

@@ -1,0 +1,76 @@
+"""Key paths and what the schema allows at each: the basis of did-you-mean suggestions."""
+
+from __future__ import annotations
+
+import difflib
+import typing
+from functools import cache
+from typing import Any
+
+from pydantic import BaseModel
+
+from rlrun.schema import Recipe
+
+KeyPath = tuple[str | int, ...]  # ("actor", "optimizer", "lr"); list items by index
+
+
+def dotted(path: KeyPath) -> str:
+    return ".".join(str(part) for part in path)
+
+
+def section_at(path: KeyPath) -> type[BaseModel] | None:
+    """The schema model of the mapping at `path`, or None where the schema has no fixed keys."""
+    model: type[BaseModel] | None = Recipe
+    for part in path:
+        if model is None:
+            return None
+        if isinstance(part, int):
+            continue  # an item of a list[Model] field: the model was found with the field
+        field = model.model_fields.get(str(part))
+        model = _model_in(field.annotation) if field else None
+    return model
+
+
+def _model_in(annotation: Any) -> type[BaseModel] | None:
+    """The BaseModel inside `Model`, `Model | None`, `list[Model]`."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in typing.get_args(annotation):
+        if (found := _model_in(arg)) is not None:
+            return found
+    return None
+
+
+@cache
+def all_keys() -> tuple[KeyPath, ...]:
+    """Every key path the schema defines, sections included."""
+
+    def walk(model: type[BaseModel], prefix: KeyPath) -> list[KeyPath]:
+        out: list[KeyPath] = []
+        for name, field in model.model_fields.items():
+            out.append((*prefix, name))
+            if (sub := _model_in(field.annotation)) is not None:
+                out.extend(walk(sub, (*prefix, name)))
+        return out
+
+    return tuple(walk(Recipe, ()))
+
+
+def suggest_keys(path: KeyPath) -> list[str]:
+    """Likely meant keys for an unknown `path`: close sibling names first, then keys elsewhere
+    with the same last name (`actor.lr` -> `actor.optimizer.lr`)."""
+    *parent, name = path
+    name = str(name)
+    section = section_at(tuple(parent))
+    siblings = list(section.model_fields) if section else []
+    close = [dotted((*parent, s)) for s in difflib.get_close_matches(name, siblings, n=3, cutoff=0.6)]
+    same_name = [dotted(key) for key in all_keys() if key[-1] == name and key != path]
+    # Keys in the section the user was writing in come first.
+    same_name.sort(key=lambda key: not key.startswith(dotted(tuple(parent[:1]))))
+    return list(dict.fromkeys(close + same_name))[:3]
+
+
+def did_you_mean(candidates: list[str]) -> str | None:
+    if not candidates:
+        return None
+    return "did you mean " + " or ".join(f"`{c}`" for c in candidates) + "?"

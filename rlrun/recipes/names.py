@@ -1,0 +1,106 @@
+"""Component names in a recipe, checked against the registries (after importing plugins)."""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+from collections.abc import Iterator
+from typing import Any
+
+from rlrun.components import registries
+from rlrun.errors import ConfigIssue, show_value
+from rlrun.recipes.keys import KeyPath
+from rlrun.recipes.provenance import Provenance
+from rlrun.rewards import RewardSpecError, resolve_reward_fn
+from rlrun.schema import Recipe
+
+# Which registry each name-valued key is looked up in.
+NAMED_KEYS: dict[KeyPath, str] = {
+    ("algorithm", "advantage"): "advantage",
+    ("actor", "policy_loss"): "policy_loss",
+    ("algorithm", "kl_in_reward", "estimator"): "kl_estimator",
+    ("actor", "kl_loss", "estimator"): "kl_estimator",
+    ("distillation", "loss"): "distillation_loss",
+}
+
+
+def import_plugins(data: dict[str, Any], provenance: Provenance) -> list[ConfigIssue]:
+    """Import `algorithm.plugins` so their components register before names are checked."""
+    plugins = data.get("algorithm", {}).get("plugins", []) if isinstance(data.get("algorithm"), dict) else []
+    issues = []
+    for index, module in enumerate(plugins if isinstance(plugins, list) else []):
+        if not isinstance(module, str):
+            continue  # the schema reports the wrong type
+        try:
+            importlib.import_module(module)
+        except Exception as exc:  # noqa: BLE001 (any failure of user code is a recipe problem)
+            issues.append(
+                provenance.issue(
+                    ("algorithm", "plugins", index),
+                    f"the plugin module {module!r} could not be imported: {type(exc).__name__}: {exc}",
+                    code="plugin-import",
+                    fix="check the module name and that its package is installed in this environment",
+                )
+            )
+    return issues
+
+
+def check_names(recipe: Recipe, provenance: Provenance) -> Iterator[ConfigIssue]:
+    """Unknown component names, each listing the valid ones; reward functions that do not
+    resolve to a callable."""
+    tables = registries()
+    for path, kind in NAMED_KEYS.items():
+        value = _get(recipe, path)
+        registry = tables[kind]
+        if value not in registry:
+            yield _unknown(path, value, registry.kind, registry.names(), provenance)
+    rewards = tables["reward"]
+    for index, function in enumerate(recipe.reward.functions):
+        path = ("reward", "functions", index, "fn")
+        if function.fn in rewards:
+            continue
+        if function.fn.startswith("rlrun:") or ":" not in function.fn:
+            yield _unknown(
+                path,
+                function.fn,
+                "reward function",
+                rewards.names(),
+                provenance,
+                extra="or a `pkg.module:function` import path",
+            )
+            continue
+        try:
+            resolve_reward_fn(function.fn)
+        except Exception as exc:  # noqa: BLE001 (RewardSpecError, or the user's module failing on import)
+            problem = str(exc) if isinstance(exc, RewardSpecError) else f"{type(exc).__name__}: {exc}"
+            yield provenance.issue(
+                path,
+                f"the reward function cannot be loaded: {problem}",
+                code="reward-import",
+                expected="`pkg.module:function` naming a callable importable here",
+                found=show_value(function.fn),
+                fix="check the spelling and that the module is importable from the "
+                "working directory or installed",
+            )
+
+
+def _unknown(
+    path: KeyPath, value: str, kind: str, valid: list[str], provenance: Provenance, extra: str = ""
+) -> ConfigIssue:
+    close = difflib.get_close_matches(value, valid, n=1, cutoff=0.5)
+    return provenance.issue(
+        path,
+        f"unknown {kind}" + (f"; did you mean {close[0]!r}?" if close else ""),
+        code="unknown-name",
+        expected="one of " + ", ".join(valid) + (f" {extra}" if extra else ""),
+        found=show_value(value),
+        fix="use a registered name (`rlrun components` lists them with descriptions), or register your "
+        "own in a module listed under `algorithm.plugins`",
+    )
+
+
+def _get(recipe: Recipe, path: KeyPath) -> Any:
+    value: Any = recipe
+    for part in path:
+        value = getattr(value, str(part))
+    return value

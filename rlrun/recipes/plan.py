@@ -1,0 +1,93 @@
+"""What a recipe will do, in numbers and words: the batch plan and the algorithm's name."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from rlrun.schema import Recipe
+
+
+@dataclass(frozen=True)
+class BatchPlan:
+    """One training step: prompts -> samples -> mini-batches (one optimizer step each, per
+    PPO epoch) -> micro-batches (one forward/backward each, gradients accumulated)."""
+
+    prompts: int
+    samples_per_prompt: int
+    mini_batch_samples: int
+    micro_batch_samples: int
+    ppo_epochs: int
+
+    @property
+    def samples(self) -> int:
+        return self.prompts * self.samples_per_prompt
+
+    @property
+    def mini_batches(self) -> int:
+        return self.samples // self.mini_batch_samples
+
+    @property
+    def micro_batches_per_mini_batch(self) -> int:
+        return self.mini_batch_samples // self.micro_batch_samples
+
+    @property
+    def optimizer_steps(self) -> int:
+        """Optimizer steps per rollout."""
+        return self.mini_batches * self.ppo_epochs
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            **asdict(self),
+            "samples": self.samples,
+            "mini_batches": self.mini_batches,
+            "micro_batches_per_mini_batch": self.micro_batches_per_mini_batch,
+            "optimizer_steps": self.optimizer_steps,
+        }
+
+
+def batch_plan(recipe: Recipe) -> BatchPlan:
+    return BatchPlan(
+        prompts=recipe.trainer.prompts_per_step,
+        samples_per_prompt=recipe.rollout.n,
+        mini_batch_samples=recipe.actor.mini_batch_samples,
+        micro_batch_samples=recipe.actor.micro_batch_samples,
+        ppo_epochs=recipe.actor.ppo_epochs,
+    )
+
+
+def kl_placement(recipe: Recipe) -> str:
+    """Where the reference-model KL enters: `none`, `reward`, `loss` or `reward+loss`."""
+    places = [
+        name
+        for name, on in (
+            ("reward", recipe.algorithm.kl_in_reward.enabled),
+            ("loss", recipe.actor.kl_loss.enabled),
+        )
+        if on
+    ]
+    return "+".join(places) or "none"
+
+
+def algorithm_summary(recipe: Recipe) -> dict[str, str]:
+    """`{advantage, policy_loss, kl_placement}` (as in a run's meta.json) plus a readable
+    `text`: `grpo × vanilla × KL in loss (low_var_kl, coef 0.001)`."""
+    kl_in_reward, kl_loss = recipe.algorithm.kl_in_reward, recipe.actor.kl_loss
+    kl_parts = []
+    if kl_in_reward.enabled:
+        kl_parts.append(
+            f"KL in reward ({kl_in_reward.estimator}, {kl_in_reward.controller} coef {kl_in_reward.coef:g})"
+        )
+    if kl_loss.enabled:
+        kl_parts.append(f"KL in loss ({kl_loss.estimator}, coef {kl_loss.coef:g})")
+    text = f"{recipe.algorithm.advantage} × {recipe.actor.policy_loss} × {' + '.join(kl_parts) or 'no KL'}"
+    distill = recipe.distillation
+    if distill.enabled:
+        form = "policy-gradient" if distill.use_policy_gradient else "direct"
+        text += f" + distillation from {distill.teacher} ({distill.loss}, {form})"
+    return {
+        "advantage": recipe.algorithm.advantage,
+        "policy_loss": recipe.actor.policy_loss,
+        "kl_placement": kl_placement(recipe),
+        "text": text,
+    }

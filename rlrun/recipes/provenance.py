@@ -1,0 +1,76 @@
+"""Where each value of a resolved recipe came from, and error locations derived from it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from rlrun.errors import ConfigIssue
+from rlrun.recipes.keys import KeyPath, dotted
+
+SourceKind = Literal["default", "base recipe", "file", "override"]
+
+
+@dataclass(frozen=True)
+class Source:
+    """`default` = the schema or the built-in `base` recipe; `base recipe` = a recipe named by
+    `extends`; `file` = the recipe given; `override` = a command-line `key=value`."""
+
+    kind: SourceKind
+    file: str | None = None
+    line: int | None = None
+    column: int | None = None
+    override: str | None = None
+
+    def describe(self) -> str:
+        if self.override is not None:
+            return f"override {self.override}"
+        if self.kind == "default" or self.file is None:
+            return self.kind
+        return f"{self.kind} {self.file}:{self.line}"
+
+
+DEFAULT = Source("default")
+
+
+class Provenance:
+    """Source of every key path (sections, keys and list items) that some layer wrote."""
+
+    def __init__(self, recipe_file: str):
+        self.recipe_file = recipe_file
+        self.sources: dict[KeyPath, Source] = {}
+
+    def of(self, path: KeyPath) -> Source:
+        """The source of `path`'s value: its own, or that of the nearest layer that wrote an
+        enclosing list or mapping; `default` if no layer wrote it."""
+        for end in range(len(path), 0, -1):
+            if (source := self.sources.get(path[:end])) is not None:
+                return source
+        return DEFAULT
+
+    def replace(self, path: KeyPath, sources: dict[KeyPath, Source]) -> None:
+        """A layer replaced the value at `path` (and so everything under it)."""
+        for key in [k for k in self.sources if k[: len(path)] == path]:
+            del self.sources[key]
+        self.sources.update(sources)
+
+    def issue(self, path: KeyPath, message: str, **fields: str | None) -> ConfigIssue:
+        """A ConfigIssue located where `path`'s value was written (for a default value, the
+        recipe file without a line: that is where the fix goes)."""
+        source = self.of(path)
+        if source.kind == "default":
+            source = Source("default", file=self.recipe_file)
+        return ConfigIssue(
+            message,
+            key=dotted(path),
+            file=source.file,
+            line=source.line,
+            column=source.column,
+            override=source.override,
+            **fields,  # type: ignore[arg-type]
+        )
+
+    def user_set(self, *paths: KeyPath) -> KeyPath:
+        """The first of `paths` whose value the user's recipe chain or overrides wrote (else
+        the first): the key an error about several keys is best reported at."""
+        return next((p for p in paths if self.of(p).kind != "default"), paths[0])

@@ -1,0 +1,294 @@
+"""Cross-field rules: errors (the run cannot work as written) and notices (it can, but is
+probably not what was meant). Each rule is one function that yields located issues."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from rlrun.errors import ConfigIssue, show_value
+from rlrun.recipes.provenance import Provenance
+from rlrun.schema import Recipe
+
+Rule = Callable[[Recipe, Provenance], Iterator[ConfigIssue]]
+ERROR_RULES: list[Rule] = []
+NOTICE_RULES: list[Rule] = []
+
+# Estimators whose baseline comes from the other responses to the same prompt.
+GROUP_ESTIMATORS = frozenset(
+    {"grpo", "rloo", "opo", "gpg", "reinforce_plus_plus_baseline", "grpo_passk", "gdpo"}
+)
+DATA_SUFFIXES = (".jsonl", ".json", ".parquet")
+
+
+def error_rule(rule: Rule) -> Rule:
+    ERROR_RULES.append(rule)
+    return rule
+
+
+def notice_rule(rule: Rule) -> Rule:
+    NOTICE_RULES.append(rule)
+    return rule
+
+
+def check_rules(recipe: Recipe, provenance: Provenance) -> tuple[list[ConfigIssue], list[ConfigIssue]]:
+    """(errors, notices) of every rule."""
+    errors = [issue for rule in ERROR_RULES for issue in rule(recipe, provenance)]
+    notices = [issue for rule in NOTICE_RULES for issue in rule(recipe, provenance)]
+    return errors, notices
+
+
+# --- errors -------------------------------------------------------------------------------
+
+
+@error_rule
+def groups_need_samples(recipe: Recipe, provenance: Provenance) -> Iterator[ConfigIssue]:
+    n = recipe.rollout.n
+    if n >= 2:
+        return
+    advantage = recipe.algorithm.advantage
+    if advantage in GROUP_ESTIMATORS:
+        yield provenance.issue(
+            provenance.user_set(("rollout", "n"), ("algorithm", "advantage")),
+            f"the `{advantage}` advantage compares each response with the other responses to the same "
+            "prompt, so it needs at least 2 samples per prompt",
+            code="group-needs-n",
+            expected="rollout.n >= 2",
+            found=f"rollout.n: {n}",
+            fix="set `rollout.n: 8` (or choose an estimator without groups: reinforce_plus_plus, remax, gae)",
+        )
+    if recipe.algorithm.group_filter.enabled:
+        yield provenance.issue(
+            provenance.user_set(("rollout", "n"), ("algorithm", "group_filter", "enabled")),
+            "dynamic sampling (`algorithm.group_filter`) drops groups whose responses all score the same; "
+            "with one sample per prompt every group is dropped",
+            code="group-filter-needs-n",
+            expected="rollout.n >= 2",
+            found=f"rollout.n: {n}",
+            fix="set `rollout.n: 8`, or `algorithm.group_filter.enabled: false`",
+        )
+
+
+@error_rule
+def gae_needs_critic(recipe: Recipe, provenance: Provenance) -> Iterator[ConfigIssue]:
+    if recipe.algorithm.advantage == "gae" and not recipe.critic.enabled:
+        yield provenance.issue(
+            ("algorithm", "advantage"),
+            "the `gae` advantage needs value estimates, which come from a critic",
+            code="gae-needs-critic",
+            expected="critic.enabled: true",
+            found="critic.enabled: false",
+            fix="set `critic.enabled: true`, or use a critic-free estimator such as `grpo`",
+        )
+
+
+@error_rule
+def distillation_needs_teacher(recipe: Recipe, provenance: Provenance) -> Iterator[ConfigIssue]:
+    if recipe.distillation.enabled and not recipe.distillation.teacher:
+        yield provenance.issue(
+            ("distillation", "teacher"),
+            "on-policy distillation needs a teacher to score the student's tokens",
+            code="distillation-needs-teacher",
+            expected="a model (`rlrun:tiny-teacher`, a local folder or a hub id)",
+            found="null",
+            fix="set `distillation.teacher`, or `distillation.enabled: false`",
+        )
+
+
+@error_rule
+def direct_distillation_not_k1(recipe: Recipe, provenance: Provenance) -> Iterator[ConfigIssue]:
+    distill = recipe.distillation
+    if distill.enabled and not distill.use_policy_gradient and distill.loss in ("k1", "kl"):
+        yield provenance.issue(
+            provenance.user_set(("distillation", "loss"), ("distillation", "use_policy_gradient")),
+            f"the `{distill.loss}` estimator (log p_student - log p_teacher) back-propagated directly has a "
+            "gradient that does not depend on the teacher, so the student learns nothing from it",
+            code="distillation-direct-k1",
+            expected="k2, k3, abs, mse or forward_kl_topk",
+            found=f"distillation.loss: {distill.loss} with use_policy_gradient: false",
+            fix="set `distillation.loss: k3`, or `distillation.use_policy_gradient: true`",
+        )
+
+
+@error_rule
+def overlong_buffer_fits(recipe: Recipe, provenance: Provenance) -> Iterator[ConfigIssue]:
+    shaping, max_tokens = recipe.reward.overlong_shaping, recipe.rollout.max_response_tokens
+    if shaping.enabled and shaping.buffer_tokens > max_tokens:
+        yield provenance.issue(
+            ("reward", "overlong_shaping", "buffer_tokens"),
+            "the overlong buffer is the last part of the response budget, so it cannot be longer than "
+            "the budget",
+            code="overlong-buffer",
+            expected=f"0 < buffer_tokens <= rollout.max_response_tokens ({max_tokens})",
+            found=f"buffer_tokens: {shaping.buffer_tokens}",
+            fix=f"set `reward.overlong_shaping.buffer_tokens` to at most {max_tokens} (a quarter of it is usual)",
+        )
+
+
+@error_rule
+def batches_divide(recipe: Recipe, provenance: Provenance) -> Iterator[ConfigIssue]:
+    prompts, n = recipe.trainer.prompts_per_step, recipe.rollout.n
+    mini, micro = recipe.actor.mini_batch_samples, recipe.actor.micro_batch_samples
+    samples = prompts * n
+    if samples % mini:
+        fits = [str(d) for d in range(micro, samples + 1, micro) if samples % d == 0]
+        fix = (
+            f"set `actor.mini_batch_samples` to one of {', '.join(fits)}"
+            if fits
+            else f"set `actor.mini_batch_samples: {samples}` and `actor.micro_batch_samples` to a divisor of it"
+        )
+        yield provenance.issue(
+            provenance.user_set(
+                ("actor", "mini_batch_samples"), ("trainer", "prompts_per_step"), ("rollout", "n")
+            ),
+            f"each step trains on trainer.prompts_per_step × rollout.n = {prompts} × {n} = {samples} samples, "
+            f"which do not split into mini-batches of {mini}",
+            code="batch-divisibility",
+            expected=f"actor.mini_batch_samples dividing {samples}",
+            found=f"{samples} % {mini} = {samples % mini}",
+            fix=f"{fix}, or change the prompts per step or n",
+        )
+    if mini % micro:
+        yield provenance.issue(
+            provenance.user_set(("actor", "micro_batch_samples"), ("actor", "mini_batch_samples")),
+            f"a mini-batch of {mini} samples does not split into micro-batches of {micro}",
+            code="batch-divisibility",
+            expected=f"actor.micro_batch_samples dividing {mini}",
+            found=f"{mini} % {micro} = {mini % micro}",
+            fix="set `actor.micro_batch_samples` to a divisor of `actor.mini_batch_samples`",
+        )
+
+
+@error_rule
+def data_files_exist(recipe: Recipe, provenance: Provenance) -> Iterator[ConfigIssue]:
+    for key in ("source", "val_source"):
+        source = getattr(recipe.data, key)
+        if source is None or source.startswith("hf:") or (key == "source" and source == "rlrun:arithmetic"):
+            continue
+        path = ("data", key)
+        expected = "rlrun:arithmetic, hf:<dataset>, or a .jsonl/.json/.parquet file"
+        if source.startswith("rlrun:") or not source.endswith(DATA_SUFFIXES):
+            yield provenance.issue(
+                path,
+                "not a data source rlrun can read",
+                code="data-source",
+                expected=expected,
+                found=show_value(source),
+                fix="name a data source of one of these kinds",
+            )
+        elif not Path(source).is_file():
+            yield provenance.issue(
+                path,
+                f"the data file does not exist (relative paths start at the working directory, {Path.cwd()})",
+                code="data-missing",
+                expected="an existing file",
+                found=show_value(source),
+                fix="correct the path, or run rlrun from the folder the path is relative to",
+            )
+
+
+# --- notices ------------------------------------------------------------------------------
+
+
+@notice_rule
+def kl_applied_twice(recipe: Recipe, provenance: Provenance) -> Iterator[ConfigIssue]:
+    if recipe.algorithm.kl_in_reward.enabled and recipe.actor.kl_loss.enabled:
+        yield provenance.issue(
+            ("actor", "kl_loss", "enabled"),
+            "the KL penalty to the reference model is applied twice: once through the reward (and so the "
+            "advantage), via `algorithm.kl_in_reward.enabled: true`, and once directly in the loss, via "
+            "`actor.kl_loss.enabled: true`; this is legal but rarely meant",
+            code="kl-twice",
+            fix="keep one: set `algorithm.kl_in_reward.enabled: false` (GRPO style) or "
+            "`actor.kl_loss.enabled: false` (PPO style)",
+        )
+
+
+@notice_rule
+def gspo_length_weighted(recipe: Recipe, provenance: Provenance) -> Iterator[ConfigIssue]:
+    mode = recipe.actor.loss_agg_mode
+    if recipe.actor.policy_loss == "gspo" and mode != "seq-mean-token-mean":
+        yield provenance.issue(
+            provenance.user_set(("actor", "loss_agg_mode"), ("actor", "policy_loss")),
+            f"GSPO clips one importance ratio per sequence, but `{mode}` aggregation counts it once per token, "
+            "so long sequences silently weigh more",
+            code="gspo-length-weighted",
+            expected="actor.loss_agg_mode: seq-mean-token-mean",
+            found=f"actor.loss_agg_mode: {mode}",
+            fix="set `actor.loss_agg_mode: seq-mean-token-mean`",
+        )
+
+
+@notice_rule
+def entropy_bonus_with_groups(recipe: Recipe, provenance: Provenance) -> Iterator[ConfigIssue]:
+    coef, advantage = recipe.actor.entropy_coef, recipe.algorithm.advantage
+    if coef != 0 and advantage in GROUP_ESTIMATORS:
+        yield provenance.issue(
+            ("actor", "entropy_coef"),
+            f"an entropy bonus with the group-based `{advantage}` advantage: GRPO-family recipes (GRPO, DAPO, "
+            "Dr.GRPO) use none, and it often makes the entropy blow up over a long run",
+            code="entropy-with-groups",
+            found=f"actor.entropy_coef: {coef:g}",
+            fix="set `actor.entropy_coef: 0` unless you mean to study it",
+        )
+
+
+@notice_rule
+def dr_grpo_half_applied(recipe: Recipe, provenance: Provenance) -> Iterator[ConfigIssue]:
+    if recipe.algorithm.advantage != "grpo":
+        return
+    std_norm = recipe.algorithm.norm_adv_by_std_in_grpo
+    dr_agg = recipe.actor.loss_agg_mode == "seq-mean-token-sum-norm"
+    if std_norm == dr_agg:  # one of Dr.GRPO's two changes without the other
+        key = ("algorithm", "norm_adv_by_std_in_grpo") if dr_agg else ("actor", "loss_agg_mode")
+        yield provenance.issue(
+            key,
+            "Dr.GRPO is two changes made together: no std-normalisation of advantages "
+            "(`algorithm.norm_adv_by_std_in_grpo: false`) and a constant-length normaliser "
+            "(`actor.loss_agg_mode: seq-mean-token-sum-norm`); this recipe has only one of them",
+            code="dr-grpo-half",
+            found=f"norm_adv_by_std_in_grpo: {str(std_norm).lower()}, "
+            f"loss_agg_mode: {recipe.actor.loss_agg_mode}",
+            fix="set both (Dr.GRPO), or neither (GRPO)",
+        )
+
+
+@notice_rule
+def dynamic_sampling_small_groups(recipe: Recipe, provenance: Provenance) -> Iterator[ConfigIssue]:
+    n = recipe.rollout.n
+    if recipe.algorithm.group_filter.enabled and 2 <= n < 4:
+        yield provenance.issue(
+            ("rollout", "n"),
+            f"with dynamic sampling and only {n} samples per prompt, many groups score all-equal and are "
+            "dropped, so each step regenerates several times (up to `max_num_gen_batches`)",
+            code="group-filter-small-n",
+            found=f"rollout.n: {n}",
+            expected="rollout.n >= 4",
+            fix="raise `rollout.n` (DAPO uses 16)",
+        )
+
+
+@notice_rule
+def kl_switch_and_coef_disagree(recipe: Recipe, provenance: Provenance) -> Iterator[ConfigIssue]:
+    for section, settings in (
+        ("algorithm.kl_in_reward", recipe.algorithm.kl_in_reward),
+        ("actor.kl_loss", recipe.actor.kl_loss),
+    ):
+        prefix = tuple(section.split("."))
+        coef_path = (*prefix, "coef")
+        if not settings.enabled and provenance.of(coef_path).kind in ("file", "override"):
+            yield provenance.issue(
+                coef_path,
+                f"the KL coefficient is set, but `{section}.enabled` is false, so it has no effect",
+                code="kl-coef-unused",
+                found=f"{section}.enabled: false, {section}.coef: {settings.coef:g}",
+                fix=f"set `{section}.enabled: true` to use it, or remove `coef`",
+            )
+        elif settings.enabled and settings.coef == 0:
+            yield provenance.issue(
+                coef_path,
+                f"`{section}` is enabled with coefficient 0, so it has no effect",
+                code="kl-coef-zero",
+                found=f"{section}.coef: 0",
+                fix=f"set a positive `{section}.coef` (0.001 is usual), or `{section}.enabled: false`",
+            )
