@@ -102,7 +102,9 @@ def check_comparability(
 
 
 def _differing(keys: list[str], views: list[dict[str, Any]], reference: dict[str, Any]) -> list[str]:
-    return [key for key in keys if any(view.get(key, MISSING) != reference.get(key, MISSING) for view in views)]
+    return [
+        key for key in keys if any(view.get(key, MISSING) != reference.get(key, MISSING) for view in views)
+    ]
 
 
 def _effective(flat: dict[str, Any]) -> dict[str, Any]:

@@ -117,6 +117,7 @@ def to_json(comparison: Comparison) -> dict[str, Any]:
             {
                 "metric": row.metric,
                 "better": row.direction,
+                "window": row.window,
                 "runs": {label: asdict(stats) for label, stats in zip(labels, row.runs)},
             }
             for row in comparison.metrics

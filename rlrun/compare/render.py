@@ -117,7 +117,7 @@ def _diff_table(comparison: Comparison) -> RenderableType:
     if not comparison.diff:
         return Text("config: no differences in the resolved recipes", style="dim")
     table = Table(title="config diff (resolved recipes)", title_justify="left")
-    table.add_column("key")
+    table.add_column("key", no_wrap=True)  # keys are what the reader scans for
     for label in comparison.labels:
         table.add_column(label)
     for row in comparison.diff:
@@ -133,7 +133,9 @@ def _metric_table(comparison: Comparison, spark_width: int) -> RenderableType:
     if not comparison.metrics:
         return Text("metrics: none recorded yet", style="dim")
     k = comparison.options.last_k
-    table = Table(title="metrics", title_justify="left")
+    latest_only = [row.metric for row in comparison.metrics if row.window < k]
+    caption = f"{', '.join(latest_only)}: the latest evaluation, not a mean" if latest_only else None
+    table = Table(title="metrics", title_justify="left", caption=caption, caption_justify="left")
     for column, justify in (
         ("metric", "left"),
         ("run", "left"),

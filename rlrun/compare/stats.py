@@ -16,6 +16,7 @@ from typing import Literal
 from rlrun.compare.runs import Run
 
 Direction = Literal["higher", "lower"] | None
+VALIDATION_PREFIX = "val/"
 
 # The table's default rows (verl names), in display order; absent ones are skipped.
 KEY_METRICS = (
@@ -90,6 +91,7 @@ class RunStats:
 class MetricRow:
     metric: str
     direction: Direction
+    window: int  # how many of each run's latest values `mean_last_k` averages
     runs: list[RunStats]  # in run order, the reference first
 
 
@@ -99,16 +101,22 @@ def finite_series(run: Run, metric: str) -> list[tuple[int, float]]:
 
 
 def metric_rows(runs: Sequence[Run], metrics: Sequence[str], last_k: int) -> list[MetricRow]:
-    """The metric table. A run's last-k mean is over the last k values it recorded for the
-    metric (validation metrics are recorded only on validation steps)."""
+    """The metric table: each run's mean of the last k values it recorded for each metric."""
     rows = []
     for metric in metrics:
         direction = better_direction(metric)
+        window = averaging_window(metric, last_k)
         series = [finite_series(run, metric) for run in runs]
-        means = [_mean([value for _, value in points[-last_k:]]) for points in series]
+        means = [_mean([value for _, value in points[-window:]]) for points in series]
         stats = [_run_stats(points, mean, means[0], direction) for points, mean in zip(series, means)]
-        rows.append(MetricRow(metric, direction, stats))
+        rows.append(MetricRow(metric, direction, window, stats))
     return rows
+
+
+def averaging_window(metric: str, last_k: int) -> int:
+    """Validation runs every N steps and already averages over its prompts: its latest value is
+    the run's current figure, where a mean of the last k would reach back into early training."""
+    return 1 if metric.startswith(VALIDATION_PREFIX) else last_k
 
 
 def _mean(values: Sequence[float]) -> float | None:

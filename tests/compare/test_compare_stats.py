@@ -68,13 +68,14 @@ def test_non_finite_values_are_left_out_of_the_statistics(make_run, steps):
     assert grad.runs[0].mean_last_k == 2.5 and grad.runs[0].count == 3
 
 
-def test_validation_metrics_average_their_own_last_k_values(make_run, steps):
+def test_validation_metrics_show_the_latest_evaluation(make_run, steps):
     rows = steps(10, {"critic/score/mean": 0.0})
     for row in rows:
         if row["step"] % 5 == 0:
             row["val/accuracy"] = row["step"] / 20  # 0.25 at 5, 0.5 at 10
-    [acc] = metric_rows([load_run(str(make_run("val", rows)))], ["val/accuracy"], last_k=5)
-    assert acc.runs[0].mean_last_k == 0.375 and acc.runs[0].count == 2
+    acc, score = metric_rows([load_run(str(make_run("val", rows)))], ["val/accuracy", "critic/score/mean"], 5)
+    assert acc.runs[0].mean_last_k == 0.5 and acc.runs[0].count == 2 and acc.window == 1
+    assert score.window == 5
 
 
 def test_targets(two_runs):
