@@ -1,4 +1,4 @@
-""" "Not comparable" warnings: differences that make two runs' metrics mean different things.
+"""Warnings that runs are not comparable: differences that make their metrics mean different things.
 
 A changed learning rate is what a comparison is for; a changed model, dataset, reward,
 response-length cap or batch size changes what the numbers measure, so it is called out
@@ -40,7 +40,7 @@ ASPECTS = (
     Aspect(
         "reward functions",
         lambda key, _: key.startswith("reward.functions"),
-        "rewards are on different scales",
+        "rewards measure different things",
     ),
     Aspect(
         "max response length",
@@ -50,7 +50,7 @@ ASPECTS = (
     Aspect(
         "batch units",
         lambda key, _: key in ("trainer.prompts_per_step", "rollout.n"),
-        "a step is a different amount of data: compare with --x samples",
+        "a step is a different amount of data: compare by samples (the target table, --x samples)",
     ),
 )
 

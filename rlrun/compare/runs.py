@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import math
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,14 @@ import yaml
 WANDB_PREFIX = "wandb:"
 AXIS_KEYS = ("step", "wall_time_s", "samples")  # per-row coordinates, not metrics
 RUN_FILES = ("meta.json", "metrics.jsonl", "resolved.yaml")
+_NON_FINITE = {
+    "nan": math.nan,
+    "inf": math.inf,
+    "+inf": math.inf,
+    "infinity": math.inf,
+    "-inf": -math.inf,
+    "-infinity": -math.inf,
+}
 
 
 class RunReadError(Exception):
@@ -67,7 +76,7 @@ class Run:
 def load_run(ref: str, runs_dir: Path | str = "runs") -> Run:
     """Read a run given as a directory, a run name under `runs_dir`, or `wandb:entity/project/id`."""
     if ref.startswith(WANDB_PREFIX):
-        from rlrun.compare.wandb_runs import load_wandb_run  # wandb is slow to import
+        from rlrun.compare.wandb_runs import load_wandb_run  # it builds on this module
 
         return load_wandb_run(ref[len(WANDB_PREFIX) :])
     path = resolve_run_dir(ref, Path(runs_dir))
@@ -141,19 +150,10 @@ def read_metrics(path: Path, notes: list[str]) -> list[dict[str, float]]:
 
 def parse_number(value: Any) -> float | None:
     """A metric value as a number, or None; JSON writers spell non-finite ones in several ways."""
-    if isinstance(value, bool):
-        return float(value)
-    if isinstance(value, (int, float)):
-        return value
-    if isinstance(value, str) and value.strip().lower() in (
-        "nan",
-        "inf",
-        "+inf",
-        "-inf",
-        "infinity",
-        "-infinity",
-    ):
-        return float(value.strip().lower().replace("infinity", "inf"))
+    if isinstance(value, (bool, int, float)):
+        return float(value) if isinstance(value, bool) else value
+    if isinstance(value, str):
+        return _NON_FINITE.get(value.strip().lower())
     return None
 
 
