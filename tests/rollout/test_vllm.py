@@ -1,0 +1,315 @@
+"""The vllm engine: CPU tests of everything around vLLM, and GPU tests (marked) of vLLM itself.
+
+The CPU tests drive the weight-gathering, LoRA merging, output-conversion and API-selection
+code with small real models and stand-ins for vLLM's objects. The ``gpu`` tests need CUDA and
+vLLM; ``scripts/gpu_check.sh`` runs them.
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib.util
+import inspect
+import subprocess
+import sys
+from types import SimpleNamespace
+
+import pytest
+import torch
+from transformers import Qwen2Config, Qwen2ForCausalLM
+
+from rlrun.rollout import vllm as engine_module
+from rlrun.rollout.base import SamplingParams
+from rlrun.rollout.vllm import (
+    checkpoint_names,
+    full_tensors,
+    merged_adapters,
+    rollout_batch,
+    token_scores,
+    trainer_weights,
+    weight_loader,
+)
+
+
+def tiny_qwen2(tie: bool = True, seed: int = 0) -> Qwen2ForCausalLM:
+    torch.manual_seed(seed)
+    config = Qwen2Config(vocab_size=64, hidden_size=16, intermediate_size=32, num_hidden_layers=2,
+                         num_attention_heads=2, num_key_value_heads=1, tie_word_embeddings=tie)
+    return Qwen2ForCausalLM(config).eval()
+
+
+def tiny_lora(tie: bool = True, **lora_kw):
+    peft = pytest.importorskip("peft")
+    config = peft.LoraConfig(r=2, lora_alpha=4, target_modules=["q_proj", "v_proj"], init_lora_weights=False,
+                             **lora_kw)
+    return peft.get_peft_model(tiny_qwen2(tie), config)
+
+
+# ---- import and availability ---------------------------------------------------------------
+
+
+def test_importing_rlrun_and_the_engine_module_does_not_import_vllm():
+    code = "import sys, rlrun, rlrun.rollout, rlrun.rollout.vllm; print('vllm' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+@pytest.mark.skipif(importlib.util.find_spec("vllm") is not None, reason="vLLM is installed here")
+def test_availability_names_the_missing_package_and_the_engine_refuses():
+    problem = engine_module.availability_problem()
+    assert problem is not None and "not installed" in problem and "rlrun[vllm]" in problem
+    with pytest.raises(RuntimeError, match="not installed"):
+        engine_module.VLLMRolloutEngine(tiny_qwen2(), SimpleNamespace(eos_token_id=1, pad_token_id=0))
+
+
+@pytest.mark.parametrize(
+    ("version", "cuda", "expected"),
+    [("0.29.0", True, "needs vLLM >=0.30"), ("0.31.0", False, "needs a CUDA GPU"), ("0.32.0", True, None)],
+)
+def test_availability_checks_version_then_gpu(monkeypatch, version, cuda, expected):
+    monkeypatch.setattr(engine_module.importlib.metadata, "version", lambda name: version)
+    monkeypatch.setattr(engine_module.torch.cuda, "is_available", lambda: cuda)
+    problem = engine_module.availability_problem()
+    assert problem is None if expected is None else expected in problem
+
+
+# ---- what the trainer sends ----------------------------------------------------------------
+
+
+def test_plain_model_weights_are_its_state_dict():
+    model = tiny_qwen2()
+    with trainer_weights(model) as weights:
+        sent = dict(weights)
+    expected = model.state_dict()
+    assert sent.keys() == expected.keys()
+    assert all(torch.equal(sent[k], expected[k]) for k in expected)
+
+
+def test_wrapper_segments_are_dropped_from_names():
+    tensor = torch.zeros(1)
+    named = [("model._checkpoint_wrapped_module.layers.0._orig_mod.mlp.weight", tensor)]
+    assert [name for name, _ in checkpoint_names(named)] == ["model.layers.0.mlp.weight"]
+
+
+def test_lora_weights_are_sent_merged_under_base_names_and_unmerged_afterwards():
+    model = tiny_lora()
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    expected = copy.deepcopy(model).merge_and_unload().state_dict()
+
+    with trainer_weights(model) as weights:
+        sent = {name: tensor.clone() for name, tensor in weights}  # a receiver's copy
+
+    assert sent.keys() == expected.keys()  # no lora_A/B, no base_model.model., no base_layer
+    for name in expected:
+        torch.testing.assert_close(sent[name], expected[name])
+    q = "model.layers.0.self_attn.q_proj.weight"
+    assert not torch.allclose(sent[q], before[f"base_model.model.{q.replace('.weight', '.base_layer.weight')}"])
+    after = model.state_dict()
+    for name, value in before.items():  # unmerged: the base weights are back to what they were
+        torch.testing.assert_close(after[name], value, rtol=0, atol=1e-6)
+
+
+def _lora_layers(model):
+    from peft.tuners.lora import LoraLayer
+
+    return [m for m in model.modules() if isinstance(m, LoraLayer)]
+
+
+def test_a_failed_load_still_unmerges():
+    model = tiny_lora()
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    with pytest.raises(KeyError), trainer_weights(model) as weights:
+        next(weights)
+        assert all(layer.merged for layer in _lora_layers(model))
+        raise KeyError("the receiver gave up")
+    assert not any(layer.merged for layer in _lora_layers(model))
+    for name, value in model.state_dict().items():
+        torch.testing.assert_close(value, before[name], rtol=0, atol=1e-6)
+
+
+def test_modules_to_save_send_the_trained_copy_under_the_plain_name():
+    model = tiny_lora(tie=False, modules_to_save=["lm_head"])
+    saved = model.base_model.model.lm_head.modules_to_save["default"]
+    with torch.no_grad():
+        saved.weight.add_(1.0)  # the trained copy now differs from the original
+    with trainer_weights(model) as weights:
+        sent = dict(weights)
+    torch.testing.assert_close(sent["lm_head.weight"], saved.weight)
+    assert not any("original_module" in k or "modules_to_save" in k for k in sent)
+
+
+def test_merged_adapters_is_a_no_op_for_plain_models():
+    model = tiny_qwen2()
+    with merged_adapters(model):
+        pass
+
+
+def test_fsdp2_style_dtensor_shards_are_gathered(tmp_path):
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import Shard, distribute_tensor
+
+    torch.distributed.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
+    try:
+        mesh = init_device_mesh("cpu", (1,))
+        whole = torch.arange(12.0).reshape(4, 3)
+        sharded = distribute_tensor(whole, mesh, [Shard(0)])
+        ((name, gathered),) = full_tensors([("w", sharded)])
+        assert name == "w" and type(gathered) is torch.Tensor
+        torch.testing.assert_close(gathered, whole)
+    finally:
+        torch.distributed.destroy_process_group()
+
+
+# ---- how vLLM receives ---------------------------------------------------------------------
+
+
+class FakeLLM:
+    """Calls worker methods in-process, as LLM.collective_rpc does under the external launcher."""
+
+    def __init__(self, worker):
+        self.worker = worker
+
+    def collective_rpc(self, method, timeout=None, args=(), kwargs=None):
+        func = getattr(self.worker, method) if isinstance(method, str) else (lambda *a, **k: method(self.worker, *a, **k))
+        return [func(*args, **(kwargs or {}))]
+
+
+class RecordingModel:
+    def __init__(self):
+        self.loaded = []
+
+    def load_weights(self, weights):
+        self.loaded = list(weights)
+
+
+def test_weight_loader_uses_layerwise_reload_when_the_worker_takes_an_iterator():
+    calls = []
+
+    class Runner:
+        model = RecordingModel()
+
+        def reload_weights(self, weights_iterator=None, weights_path=None, is_checkpoint_format=True):
+            calls.append((list(weights_iterator), weights_path, is_checkpoint_format))
+
+    worker = SimpleNamespace(model_runner=Runner(), reload_weights=lambda **kw: worker.model_runner.reload_weights(**kw))
+    weight_loader(FakeLLM(worker))(iter([("a", torch.ones(1))]))
+    assert [(names[0][0], path, fmt) for names, path, fmt in calls] == [("a", None, True)]
+    assert worker.model_runner.model.loaded == []
+
+
+def test_weight_loader_falls_back_to_load_weights_without_iterator_reload():
+    class OldRunner:
+        model = RecordingModel()
+
+        def reload_weights(self):  # older vLLM: reloads from disk only
+            raise AssertionError("must never reload from disk")
+
+    worker = SimpleNamespace(model_runner=OldRunner())
+    weight_loader(FakeLLM(worker))(iter([("b", torch.zeros(2))]))
+    assert [name for name, _ in worker.model_runner.model.loaded] == ["b"]
+
+
+# ---- vLLM outputs -> rlrun tensors ---------------------------------------------------------
+
+
+def _completion(tokens, logprobs, finish):
+    steps = [{t: SimpleNamespace(logprob=lp, rank=1)} for t, lp in zip(tokens, logprobs)]
+    return SimpleNamespace(token_ids=tokens, logprobs=steps, finish_reason=finish)
+
+
+def test_rollout_batch_is_prompt_major_right_padded_and_masked():
+    outputs = [
+        SimpleNamespace(outputs=[_completion([5, 2], [-0.1, -0.2], "stop"), _completion([6], [-0.3], "stop")]),
+        SimpleNamespace(outputs=[_completion([7, 8, 9], [-0.4, -0.5, -0.6], "length"),
+                                 _completion([3, 2], [-0.7, -0.8], "stop")]),
+    ]
+    batch = rollout_batch(outputs, n=2, pad_id=0, device=torch.device("cpu"))
+    assert batch.response_ids.tolist() == [[5, 2, 0], [6, 0, 0], [7, 8, 9], [3, 2, 0]]
+    assert batch.response_mask.tolist() == [[1, 1, 0], [1, 0, 0], [1, 1, 1], [1, 1, 0]]
+    torch.testing.assert_close(batch.log_probs[2], torch.tensor([-0.4, -0.5, -0.6]))
+    assert batch.log_probs[1, 1:].abs().sum() == 0
+    assert batch.finish_reasons == ["stop", "stop", "length", "stop"]
+    assert batch.group_index.tolist() == [0, 0, 1, 1]
+
+
+def test_rollout_batch_rejects_a_short_request():
+    outputs = [SimpleNamespace(outputs=[_completion([1], [-0.1], "stop")])]
+    with pytest.raises(RuntimeError, match="n=2"):
+        rollout_batch(outputs, n=2, pad_id=0, device=torch.device("cpu"))
+
+
+def test_token_scores_take_the_response_part_of_prompt_logprobs():
+    def step(actual, table):  # table: {token: (logprob, rank)}
+        return {t: SimpleNamespace(logprob=lp, rank=r) for t, (lp, r) in {actual: table[actual], **table}.items()}
+
+    request = SimpleNamespace(
+        prompt_token_ids=[1, 2, 3, 4],
+        prompt_logprobs=[None, step(2, {2: (-1.0, 2), 9: (-0.5, 1)}),
+                         step(3, {3: (-0.2, 1), 8: (-2.0, 2)}),
+                         step(4, {4: (-3.0, 5), 8: (-0.1, 1), 7: (-0.9, 2)})],
+    )
+    scores = token_scores([request], prompt_lengths=[2], topk=2, device=torch.device("cpu"))
+    torch.testing.assert_close(scores.log_probs, torch.tensor([[-0.2, -3.0]]))
+    assert scores.topk_ids.tolist() == [[[3, 8], [8, 7]]]
+    torch.testing.assert_close(scores.topk_log_probs, torch.tensor([[[-0.2, -2.0], [-0.1, -0.9]]]))
+    assert token_scores([request], [2], 0, torch.device("cpu")).topk_ids is None
+
+
+def test_engine_signature_matches_how_the_trainer_builds_engines():
+    parameters = inspect.signature(engine_module.VLLMRolloutEngine).parameters
+    assert {"model", "tokenizer", "max_batch_samples", "vllm"} <= parameters.keys()
+
+
+# ---- on a GPU with vLLM ----------------------------------------------------------------------
+
+gpu_and_vllm = pytest.mark.skipif(
+    not torch.cuda.is_available() or importlib.util.find_spec("vllm") is None,
+    reason="needs a CUDA GPU and vLLM (pip install 'rlrun[vllm]')",
+)
+
+
+@pytest.fixture(scope="module")
+def gpu_policy():
+    """A real small policy on the GPU (RLRUN_GPU_MODEL, default the embedded tiny model)."""
+    import os
+
+    from rlrun.training.models import load_causal_lm, load_tokenizer
+
+    path = os.environ.get("RLRUN_GPU_MODEL", "rlrun:tiny-base")
+    model = load_causal_lm(path, "bfloat16").cuda()
+    tokenizer = load_tokenizer(path)
+    engine = engine_module.VLLMRolloutEngine(model, tokenizer, max_batch_samples=256,
+                                             vllm={"gpu_memory_utilization": 0.3})
+    return model, tokenizer, engine
+
+
+def trainer_log_probs(model, prompt, response):
+    """What the trainer computes for ``response`` after ``prompt`` (temperature 1)."""
+    ids = torch.tensor([prompt + response], device="cuda")
+    with torch.no_grad():
+        logits = model(ids).logits.float()[0, len(prompt) - 1 : -1]
+    return torch.log_softmax(logits, -1).gather(-1, ids[0, len(prompt) :, None]).squeeze(-1)
+
+
+@pytest.mark.gpu
+@gpu_and_vllm
+def test_gpu_weights_really_sync(gpu_policy):
+    model, tokenizer, engine = gpu_policy
+    prompt = tokenizer("Question: what is 12 + 30? Answer:", add_special_tokens=False)["input_ids"]
+    batch = engine.generate([prompt], SamplingParams(n=1, max_tokens=24, temperature=1.0, seed=0))
+    response = batch.response_ids[0][batch.response_mask[0].bool()].tolist()
+
+    before = engine.score([prompt], [response]).log_probs[0, : len(response)]
+    mismatch = (before - trainer_log_probs(model, prompt, response)).abs().mean().item()
+    assert mismatch < 0.05, f"vLLM and the trainer disagree by {mismatch:.3f} nats/token before any update"
+
+    with torch.no_grad():  # a stand-in optimizer step, large enough to move every log-prob
+        for p in model.parameters():
+            p.add_(torch.randn_like(p) * 0.02)
+    engine.sync_weights(model)
+
+    after = engine.score([prompt], [response]).log_probs[0, : len(response)]
+    mismatch = (after - trainer_log_probs(model, prompt, response)).abs().mean().item()
+    moved = (after - before).abs().mean().item()
+    assert mismatch < 0.05, f"after a sync vLLM and the trainer disagree by {mismatch:.3f} nats/token"
+    assert moved > 10 * max(mismatch, 0.005), f"vLLM's log-probs moved only {moved:.4f}: weights not synced"
