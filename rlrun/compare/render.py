@@ -203,8 +203,10 @@ def _target_table(comparison: Comparison) -> Table | None:
 
 def _health(comparison: Comparison) -> Group:
     lines = [Text("health", style="bold italic")]
-    for label, flags in zip(comparison.labels, comparison.health):
-        if not flags:
+    for run, label, flags in zip(comparison.runs, comparison.labels, comparison.health):
+        if not run.rows:
+            lines.append(Text(f"· {label}: no metrics to check yet", style="dim"))
+        elif not flags:
             lines.append(Text(f"✓ {label}: no problems found", style="green"))
         for flag in flags:
             mark, style = ("✗", "red") if flag.severity == "error" else ("⚠", "yellow")
