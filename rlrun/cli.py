@@ -120,7 +120,7 @@ def validate(
     if as_json:
         print(json.dumps(_validation_json(loaded), indent=2))
         return
-    console.print(f"[green]✓[/] {loaded.source_path} is a valid recipe.")
+    console.print(f"[green]✓[/] {loaded.source_path} is a valid recipe.", soft_wrap=True)
     console.print(_summary_table(loaded))
     console.print(_batch_plan_table(loaded))
     _print_issues(loaded.notices, "notice", "yellow")
@@ -253,7 +253,7 @@ def recipes_copy(
             f"[red]{exc.args[0]} already exists;[/] rlrun does not overwrite it. Pick another name."
         )
         raise typer.Exit(USER_ERROR) from None
-    console.print(f"Wrote {target}. Check it with `rlrun validate {target}`.")
+    console.print(f"Wrote {target}. Check it with `rlrun validate {target}`.", soft_wrap=True)
 
 
 # --- components ---------------------------------------------------------------------------
@@ -274,6 +274,87 @@ def components() -> None:
             table.add_row(f"[bold]{name}[/]", description)
         console.print(table)
         console.print()
+
+
+# --- train / resume -----------------------------------------------------------------------
+# The loop, run directory, checkpoints and logging live in rlrun.training; these commands only
+# parse options, map errors to exit codes and print the outcome.
+
+RUN_FAILED, INTERRUPTED = 1, 130
+
+
+@app.command()
+def train(
+    recipe: RecipeArg,
+    overrides: OverridesArg = None,
+    name: Annotated[str | None, typer.Option("--name", help="Run name: the run directory is "
+                                             "`<trainer.output_dir>/<name>` (default: recipe name + UTC time).")] = None,
+    run_dir: Annotated[Path | None, typer.Option("--run-dir", help="Write the run here instead.")] = None,
+    resume: Annotated[bool, typer.Option("--resume", help="Continue the run in the run directory from its "
+                                         "latest checkpoint (`rlrun train --resume runs/x` resumes runs/x).")] = False,
+    overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace an existing run directory.")] = False,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Validate, load the models, run one rollout and "
+                                          "one update on a tiny batch; report time and memory; write nothing.")] = False,
+) -> None:
+    """Train a recipe: rollouts, rewards, advantages and policy updates, with metrics, checkpoints
+    and a run directory (`runs/<name>/`). Ctrl-C saves a checkpoint; `rlrun resume` continues."""
+    if resume and run_dir is None and Path(recipe).is_dir():  # `rlrun train --resume runs/x`
+        return resume_run(Path(recipe), overrides)
+    with user_errors():
+        loaded = load_recipe(recipe, overrides or [])
+    _print_issues(loaded.notices, "notice", "yellow")
+    if dry_run:
+        return _dry_run(loaded)
+    from rlrun.training.run import RunOptions
+
+    _train(loaded, RunOptions(run_dir=run_dir, name=name, resume=resume, overwrite=overwrite), overrides or [])
+
+
+@app.command("resume")
+def resume_run(
+    run_dir: Annotated[Path, typer.Argument(help="The run directory to continue.", show_default=False)],
+    overrides: OverridesArg = None,
+) -> None:
+    """Continue a run from its latest checkpoint, with the recipe it was started with (overrides
+    may change anything but the model, tokenizer and data, e.g. `trainer.total_steps=500`)."""
+    from rlrun.training.run import RunOptions
+
+    with user_errors():
+        loaded = load_recipe(run_dir / "resolved.yaml", overrides or [])
+    _train(loaded, RunOptions(run_dir=run_dir, resume=True), overrides or [])
+
+
+def _train(loaded: LoadedRecipe, options: Any, overrides: list[str]) -> None:
+    from rlrun.training.loop import train as run_training
+
+    try:
+        with user_errors():
+            run = run_training(loaded, options, say=lambda text: err_console.print(text), overrides=overrides)
+    except typer.Exit:
+        raise
+    except Exception as exc:  # a failed run: its directory says so; show the reason, not a traceback
+        if os.environ.get("RLRUN_TRACEBACK"):
+            raise
+        err_console.print(f"[red]Training failed:[/] {type(exc).__name__}: {exc}")
+        raise typer.Exit(RUN_FAILED) from None
+    if run.status == "interrupted":
+        raise typer.Exit(INTERRUPTED)
+    console.print(f"[green]✓[/] finished: {run.dir.path}")
+
+
+def _dry_run(loaded: LoadedRecipe) -> None:
+    from rlrun.training.dryrun import dry_run
+
+    report = dry_run(loaded.recipe)
+    table = Table(title="dry run (nothing written)", title_justify="left", show_header=False, box=None)
+    table.add_row("models loaded in", f"{report['load_s']:.2f} s")
+    for phase, seconds in report["timing_s"].items():
+        table.add_row(f"  {phase}", f"{seconds:.3f} s")
+    table.add_row("rows in the step", str(report["rows"]))
+    for key in ("peak_rss_mb", "peak_gpu_mb"):
+        if key in report:
+            table.add_row(key.replace("_mb", "").replace("_", " "), f"{report[key]:.0f} MiB")
+    console.print(table)
 
 
 # --- compare ------------------------------------------------------------------------------

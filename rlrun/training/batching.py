@@ -28,6 +28,7 @@ class MiniBatch:
 
     micro: list[torch.Tensor]
     agg_kwargs: dict[str, Any]
+    tokens: torch.Tensor  # this process's response tokens in the mini-batch (weights micro-batch metrics)
 
     @property
     def indices(self) -> torch.Tensor:
@@ -42,8 +43,8 @@ def global_agg_kwargs(response_mask: torch.Tensor, *, dp_size: int = 1, loss_sca
     are therefore the global ones."""
     lengths = response_mask.sum(-1)
     counts = reduce_sum(torch.stack([lengths.sum(), (lengths > 0).sum()]).to(torch.float32))
-    return dict(dp_size=dp_size, batch_num_tokens=counts[0].item(), global_batch_size=counts[1].item(),
-                loss_scale_factor=loss_scale_factor)
+    return {"dp_size": dp_size, "batch_num_tokens": counts[0].item(), "global_batch_size": counts[1].item(),
+            "loss_scale_factor": loss_scale_factor}
 
 
 def plan_minibatches(response_mask: torch.Tensor, *, mini_batch: int, micro_batch: int, generator: torch.Generator,
@@ -60,5 +61,39 @@ def plan_minibatches(response_mask: torch.Tensor, *, mini_batch: int, micro_batc
     for mini in order.split(mini_batch):
         kwargs = global_agg_kwargs(response_mask[mini], dp_size=dp_size, loss_scale_factor=loss_scale_factor,
                                    reduce_sum=reduce_sum)
-        plan.append(MiniBatch(micro=list(mini.split(micro_batch)), agg_kwargs=kwargs))
+        tokens = response_mask[mini].sum().clamp(min=1)
+        plan.append(MiniBatch(micro=list(mini.split(micro_batch)), agg_kwargs=kwargs, tokens=tokens))
     return plan
+
+
+class UpdateMetrics:
+    """Per-step update metrics from per-micro-batch values, without a host sync per micro-batch.
+
+    `sums` are parts of a globally normalised loss: they add up over the micro-batches of a
+    mini-batch. `means` are token means within a micro-batch: weighted by its token share.
+    Mini-batch values are then averaged over the mini-batches (and epochs) of the step."""
+
+    def __init__(self) -> None:
+        self._mini: dict[str, torch.Tensor] = {}
+        self._total: dict[str, float] = {}
+        self._count: dict[str, int] = {}
+        self._sum_keys: set[str] = set()
+
+    def add(self, sums: dict[str, torch.Tensor] | None = None, means: dict[str, torch.Tensor] | None = None,
+            weight: torch.Tensor | float = 1.0) -> None:
+        for key, value in (sums or {}).items():
+            self._sum_keys.add(key)
+            self._mini[key] = self._mini.get(key, 0.0) + value
+        for key, value in (means or {}).items():
+            self._mini[key] = self._mini.get(key, 0.0) + value * weight
+
+    def end_minibatch(self, scalars: dict[str, float] | None = None) -> None:
+        for key, value in {**self._mini, **(scalars or {})}.items():
+            self._total[key] = self._total.get(key, 0.0) + float(value)
+            self._count[key] = self._count.get(key, 0) + 1
+        self._mini = {}
+
+    def result(self, scale: float = 1.0) -> dict[str, float]:
+        """Means over mini-batches; `scale` undoes agg_loss's dp_size factor on the loss sums."""
+        return {key: total / self._count[key] * (scale if key in self._sum_keys else 1.0)
+                for key, total in self._total.items()}

@@ -10,14 +10,26 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from netrc import netrc
 from pathlib import Path
 from typing import Any, Protocol
 
+import torch
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 from rich.table import Table
+
+from rlrun.data import PromptDataset
+from rlrun.training.experience import Experience
 
 Say = Callable[[str], None]
 
@@ -28,6 +40,60 @@ PROGRESS_FIGURES = (("critic/score/mean", "score"), ("val/accuracy", "val"), ("a
 TABLE_METRICS = ("critic/score/mean", "val/accuracy", "actor/pg_loss", "actor/kl_loss", "actor/entropy",
                  "actor/grad_norm", "actor/pg_clipfrac", "actor/ppo_kl", "critic/vf_loss", "critic/advantages/mean",
                  "response_length/mean", "frac_reward_zero_std", "perf/throughput", "timing_s/step")
+
+
+class Timer:
+    """Seconds per phase of a step: `with timer("gen"): ...` (phases may repeat and add up)."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+
+    @contextmanager
+    def __call__(self, phase: str) -> Iterator[None]:
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.add({phase: time.perf_counter() - start})
+
+    def add(self, seconds: dict[str, float]) -> None:
+        for phase, value in seconds.items():
+            self.seconds[phase] = self.seconds.get(phase, 0.0) + value
+
+
+@torch.no_grad()
+def batch_metrics(exp: Experience, token_level_scores: torch.Tensor, token_level_rewards: torch.Tensor,
+                  advantages: torch.Tensor, returns: torch.Tensor, values: torch.Tensor | None) -> dict[str, float]:
+    """What the step's batch looked like, under verl's metric names."""
+    mask = exp.seq.response_mask
+    valid = mask.bool()
+    lengths = mask.sum(-1)
+    prompt_lengths = exp.seq.attention_mask.sum(-1) - lengths
+    adv = advantages[valid]
+    out = {
+        "critic/score/mean": token_level_scores.sum(-1).mean(),
+        "critic/rewards/mean": token_level_rewards.sum(-1).mean(),
+        "critic/advantages/mean": adv.mean(), "critic/advantages/max": adv.max(), "critic/advantages/min": adv.min(),
+        "critic/returns/mean": returns[valid].mean(),
+        "response_length/mean": lengths.mean(), "response_length/max": lengths.max(),
+        "response_length/min": lengths.min(), "response_length/clip_ratio": exp.truncated.float().mean(),
+        "prompt_length/mean": prompt_lengths.float().mean(),
+        "reward/acc/mean": exp.reward.acc.mean(),
+    }
+    out |= {f"reward/{name}/mean": column.mean() for name, column in exp.reward.components.items()}
+    if values is not None:
+        v, ret = values[valid], returns[valid]
+        out["critic/values/mean"] = v.mean()
+        out["critic/vf_explained_var"] = 1.0 - (ret - v).var() / (ret.var() + 1e-5)
+    return {k: float(v) for k, v in out.items()}
+
+
+def sample_rows(exp: Experience, dataset: PromptDataset, limit: int) -> list[dict[str, Any]]:
+    """Up to `limit` completions of the step with their prompt, answer and reward."""
+    rows = range(min(limit, exp.num_rows))
+    prompts = dataset.take([exp.prompts[i // exp.n] for i in rows])
+    return [{"prompt": prompts.prompts[j], "completion": exp.completions[i], "ground_truth": prompts.ground_truths[j],
+             "reward": float(exp.scores[i]), "acc": float(exp.reward.acc[i])} for j, i in enumerate(rows)]
 
 
 class Sink(Protocol):
@@ -46,7 +112,7 @@ class JsonlSink:
         self.path = path
         if resume_step is not None:
             truncate_jsonl(path, resume_step)
-        self._file = open(path, "a")
+        self._file = open(path, "a")  # noqa: SIM115  (held open for the run, closed in close())
 
     def log(self, step: int, metrics: dict[str, float]) -> None:
         self._file.write(json.dumps({"step": step, **metrics}) + "\n")
@@ -65,7 +131,7 @@ class SamplesSink:
     def __init__(self, path: Path, resume_step: int | None = None):
         if resume_step is not None:
             truncate_jsonl(path, resume_step)
-        self._file = open(path, "a")
+        self._file = open(path, "a")  # noqa: SIM115  (held open for the run, closed in close())
 
     def log(self, step: int, metrics: dict[str, float]) -> None:
         pass

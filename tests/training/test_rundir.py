@@ -49,6 +49,6 @@ def test_empty_existing_directory_is_fine(tmp_path):
 
 
 def test_provenance_helpers():
-    sha, dirty = git_state()
+    sha, _ = git_state()
     assert sha is None or len(sha) == 40
     assert {"python", "torch", "transformers"} <= set(package_versions())

@@ -1,0 +1,272 @@
+"""The training loop: one algorithm for every recipe, composed from the components it names.
+
+    for step in 1..total_steps:
+        prompts  <- next prompts_per_step prompts of the (shuffled, epoch-cycled) train set
+        rollouts <- n sampled responses per prompt, scored by the reward functions
+                    (+ DAPO overlong shaping; + dynamic sampling: refill until enough groups vary)
+        ref      <- reference log-probs            (only with a KL penalty or KL loss)
+        old      <- policy log-probs before update (recomputed only when the sampler's won't do)
+        values   <- critic values                  (only with a critic)
+        rewards  <- score at the last token, - β·KL(old‖ref) with in-reward KL
+        adv      <- advantage estimator(rewards, groups, values, greedy baselines for ReMax)
+        critic   <- PPO epochs of clipped value loss                     (only with a critic)
+        policy   <- PPO epochs over shuffled mini-batches, micro-batch gradient accumulation,
+                    loss = policy loss - entropy bonus + KL loss (+ distillation against a teacher),
+                    normalised over the whole mini-batch; clip grad norm; AdamW; lr schedule
+        sync the new weights to the rollout engine
+
+Everything else (where the pieces come from, run directory, checkpoints, logging) lives in the
+sibling modules; this file is the algorithm.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from contextlib import nullcontext
+from dataclasses import replace
+from functools import partial
+from typing import Any
+
+import torch
+
+from rlrun.algorithms.aggregation import agg_loss
+from rlrun.algorithms.distillation import distillation_loss
+from rlrun.algorithms.importance_sampling import truncated_is_weights
+from rlrun.algorithms.kl import apply_kl_penalty, kl_penalty
+from rlrun.algorithms.value_loss import compute_value_loss
+from rlrun.recipes import LoadedRecipe
+from rlrun.training.batching import UpdateMetrics, plan_minibatches
+from rlrun.training.metrics import Say, Timer, batch_metrics
+from rlrun.training.run import Run, RunOptions, start_run
+from rlrun.training.sequences import Sequences, forward_batched, response_log_probs, response_values
+from rlrun.training.session import GEN_STREAM, SHUFFLE_STREAM, Session, step_seed
+
+
+class TooManySkippedUpdates(RuntimeError):
+    """More non-finite updates than `trainer.max_skipped_updates`."""
+
+
+def train(loaded: LoadedRecipe, options: RunOptions, *, say: Say = print, overrides: list[str] | None = None) -> Run:
+    """Run (or resume) the recipe to `trainer.total_steps`; returns the finished run."""
+    run = start_run(loaded, options, say, list(overrides or []))
+    s, total = run.session, loaded.recipe.trainer.total_steps
+    with run.supervise():
+        if s.step == 0:
+            run.log(0, s.evaluate())  # the starting point every curve is compared with
+        for step in range(s.step + 1, total + 1):
+            metrics = training_step(s, step)
+            s.step = step
+            if run.eval_due(step):
+                metrics |= s.evaluate()
+            run.log(step, metrics)
+            if run.checkpoint_due(step):
+                run.checkpoint()
+    return run
+
+
+def training_step(s: Session, step: int) -> dict[str, float]:
+    """One step of the algorithm (rollout → advantages → updates); returns its metrics."""
+    r, needs = s.recipe, s.needs
+    timer = Timer()
+    with timer("step"):
+        s.collector.timing = {"gen": 0.0, "reward": 0.0}
+        exp, gen_batches = s.collector.collect(r.trainer.prompts_per_step, step_seed(r.trainer.seed, step, GEN_STREAM))
+        seq, mask = exp.seq, exp.seq.response_mask
+        baselines = None
+        if needs.greedy_baseline:  # ReMax: the reward of one greedy response per prompt
+            greedy = s.collector.generate(exp.prompts, replace(s.sampling, n=1, greedy=True))
+            baselines = greedy.scores.repeat_interleave(exp.n)
+        timer.add(s.collector.timing)
+
+        forward = partial(forward_batched, seq=seq, chunk=r.actor.micro_batch_samples)
+        temperature = r.rollout.temperature
+        ref_log_probs, old_log_probs, values, teacher = None, exp.rollout_log_probs, None, {}
+        if needs.reference:
+            with timer("ref"):
+                ref_log_probs = forward(lambda q: response_log_probs(s.reference, q, temperature)[0])
+        if needs.recompute_old_log_probs:
+            with timer("old_log_prob"):
+                old_log_probs = forward(lambda q: response_log_probs(s.policy, q, temperature)[0])
+        if needs.teacher:
+            with timer("teacher"):
+                teacher = teacher_scores(s, seq)
+        if needs.critic:
+            with timer("values"):
+                values = forward(lambda q: response_values(s.critic, q))
+
+        with timer("adv"):
+            metrics: dict[str, Any] = {}
+            token_level_scores = scores_at_last_token(exp.scores, mask)
+            token_level_rewards = token_level_scores
+            if r.algorithm.kl_in_reward.enabled:
+                token_level_rewards, kl_metrics = apply_kl_penalty(
+                    token_level_scores, old_log_probs, ref_log_probs, mask, s.kl_ctrl,
+                    r.algorithm.kl_in_reward.estimator)
+                metrics |= kl_metrics
+            advantages, returns = s.advantage_fn(
+                token_level_rewards, mask, exp.index, values=values, reward_baselines=baselines,
+                gamma=r.algorithm.gamma, lam=r.algorithm.lam,
+                norm_adv_by_std_in_grpo=r.algorithm.norm_adv_by_std_in_grpo,
+                reward_components={k: v.to(mask.device) for k, v in exp.reward.components.items()})
+            is_weights = None
+            if r.rollout.importance_sampling.level != "off":
+                is_weights, is_metrics = truncated_is_weights(
+                    old_log_probs, exp.rollout_log_probs, mask, r.rollout.importance_sampling.level,
+                    r.rollout.importance_sampling.cap)
+                metrics |= is_metrics
+
+        if needs.critic:
+            with timer("update_critic"):
+                metrics |= update_critic(s, seq, values, returns, step)
+        if step > r.critic.warmup_steps or not needs.critic:
+            with timer("update_actor"):
+                metrics |= update_actor(s, seq, old_log_probs, advantages, step, ref_log_probs=ref_log_probs,
+                                        is_weights=is_weights, teacher=teacher)
+        lr = s.scheduler.get_last_lr()[0]  # the rate this step's updates used
+        s.scheduler.step()
+        s.engine.sync_weights(s.unwrapped_policy)
+
+    metrics |= batch_metrics(exp, token_level_scores, token_level_rewards, advantages, returns, values)
+    metrics |= {"frac_reward_zero_std": s.collector.frac_zero_std, "gen_batches": gen_batches,
+                "actor/lr": lr, "training/skipped_updates": s.skipped_updates}
+    metrics |= {f"timing_s/{k}": v for k, v in timer.seconds.items()}
+    tokens = seq.attention_mask.sum().item()
+    metrics["perf/throughput"] = tokens / timer.seconds["step"]
+    metrics["perf/completion_tokens_per_s"] = mask.sum().item() / timer.seconds["step"]
+    s.samples_seen += exp.num_rows
+    metrics["samples"] = s.samples_seen
+    s.last_experience = exp
+    return {k: float(v) for k, v in metrics.items()}
+
+
+def scores_at_last_token(scores: torch.Tensor, response_mask: torch.Tensor) -> torch.Tensor:
+    """(N, T) token-level scores: each response's score on its last token, 0 elsewhere."""
+    last = (response_mask.sum(-1).long() - 1).clamp(min=0)
+    out = torch.zeros_like(response_mask, dtype=torch.float32)
+    return out.scatter_(1, last.unsqueeze(1), scores.float().unsqueeze(1)) * response_mask
+
+
+@torch.no_grad()
+def teacher_scores(s: Session, seq: Sequences) -> dict[str, torch.Tensor]:
+    """The teacher's view of the student's tokens: log-probs of the sampled tokens, or its
+    top-k log-probs and ids for `forward_kl_topk`."""
+    d, temperature = s.recipe.distillation, s.recipe.rollout.temperature
+    if d.loss != "forward_kl_topk":
+        log_probs = forward_batched(lambda q: response_log_probs(s.teacher, q, temperature)[0], seq=seq,
+                                    chunk=s.recipe.actor.micro_batch_samples)
+        return {"teacher_log_probs": log_probs}
+    logits = response_log_probs(s.teacher, seq, temperature, return_logits=True)[2]
+    top = (logits / temperature).log_softmax(-1).topk(min(d.topk, logits.shape[-1]), dim=-1)
+    return {"teacher_topk_log_probs": top.values, "teacher_topk_ids": top.indices}
+
+
+def update_actor(s: Session, seq: Sequences, old_log_probs: torch.Tensor, advantages: torch.Tensor, step: int, *,
+                 ref_log_probs: torch.Tensor | None, is_weights: torch.Tensor | None,
+                 teacher: dict[str, torch.Tensor]) -> dict[str, float]:
+    """PPO epochs over shuffled mini-batches; one optimizer step per mini-batch."""
+    r = s.recipe
+    a, d = r.actor, r.distillation
+    dp = s.accelerator.num_processes
+    ppo_kwargs = {"clip_ratio": a.clip_ratio, "clip_ratio_low": a.clip_ratio_low,
+                  "clip_ratio_high": a.clip_ratio_high, "clip_ratio_c": a.clip_ratio_c}
+    generator = torch.Generator().manual_seed(step_seed(r.trainer.seed, step, SHUFFLE_STREAM))
+    task_loss = not d.enabled or d.use_task_rewards
+    grad_entropy = a.entropy_coef != 0
+    out = UpdateMetrics()
+    for _ in range(a.ppo_epochs):
+        for mb in plan_minibatches(seq.response_mask, mini_batch=a.mini_batch_samples // dp,
+                                   micro_batch=a.micro_batch_samples // dp, generator=generator, dp_size=dp,
+                                   loss_scale_factor=r.rollout.max_response_tokens, reduce_sum=_reduce_sum(s)):
+            for i, rows in enumerate(mb.micro):
+                q = seq.rows(rows)
+                m = q.response_mask
+                take = partial(_micro, rows=rows, width=m.shape[1])
+                agg = partial(agg_loss, loss_mask=m, loss_agg_mode=a.loss_agg_mode, **mb.agg_kwargs)
+                last = i == len(mb.micro) - 1
+                with nullcontext() if last else s.accelerator.no_sync(s.policy):
+                    log_probs, entropy, logits = response_log_probs(
+                        s.policy, q, r.rollout.temperature, entropy="grad" if grad_entropy else "detached",
+                        return_logits=d.loss == "forward_kl_topk")
+                    loss = torch.zeros((), device=m.device)
+                    if task_loss:
+                        pg_loss, pg_metrics = s.policy_loss_fn(
+                            take(old_log_probs), log_probs, take(advantages), m, a.loss_agg_mode,
+                            rollout_is_weights=take(is_weights) if is_weights is not None else None,
+                            agg_kwargs=mb.agg_kwargs, **ppo_kwargs, **a.loss_kwargs)
+                        loss = loss + pg_loss
+                        out.add(sums={"actor/pg_loss": pg_loss.detach()}, means=pg_metrics, weight=m.sum() / mb.tokens)
+                    if d.enabled:
+                        kd_loss, kd_metrics = distillation_loss(
+                            d.loss, log_probs, m, student_logits=logits, old_log_prob=take(old_log_probs),
+                            use_policy_gradient=d.use_policy_gradient, loss_agg_mode=a.loss_agg_mode,
+                            loss_max_clamp=d.loss_max_clamp, agg_kwargs=mb.agg_kwargs,
+                            **{k: take(v) for k, v in teacher.items()},
+                            **(ppo_kwargs if d.use_policy_gradient else {}))
+                        loss = loss + (d.coef if task_loss else 1.0) * kd_loss
+                        out.add(sums={"distillation/loss": kd_loss.detach()}, means=kd_metrics,
+                                weight=m.sum() / mb.tokens)
+                    entropy_loss = agg(entropy)
+                    loss = loss - a.entropy_coef * entropy_loss if grad_entropy else loss
+                    out.add(sums={"actor/entropy": entropy_loss.detach()})
+                    if a.kl_loss.enabled:
+                        kl = agg(kl_penalty(log_probs, take(ref_log_probs), a.kl_loss.estimator))
+                        loss = loss + a.kl_loss.coef * kl
+                        out.add(sums={"actor/kl_loss": kl.detach()})
+                    s.accelerator.backward(loss)
+            out.end_minibatch({"actor/grad_norm": optimizer_step(s, s.policy, s.optimizer, a.grad_clip)})
+    return out.result(scale=1.0 / dp)
+
+
+def update_critic(s: Session, seq: Sequences, values: torch.Tensor, returns: torch.Tensor,
+                  step: int) -> dict[str, float]:
+    """Clipped value-loss regression onto the returns, over the same mini-batch plan."""
+    r = s.recipe
+    a, c = r.actor, r.critic
+    dp = s.accelerator.num_processes
+    generator = torch.Generator().manual_seed(step_seed(r.trainer.seed, step, SHUFFLE_STREAM + 1))
+    out = UpdateMetrics()
+    for _ in range(a.ppo_epochs):
+        for mb in plan_minibatches(seq.response_mask, mini_batch=a.mini_batch_samples // dp,
+                                   micro_batch=a.micro_batch_samples // dp, generator=generator, dp_size=dp,
+                                   reduce_sum=_reduce_sum(s)):
+            for i, rows in enumerate(mb.micro):
+                q = seq.rows(rows)
+                m = q.response_mask
+                take = partial(_micro, rows=rows, width=m.shape[1])
+                with nullcontext() if i == len(mb.micro) - 1 else s.accelerator.no_sync(s.critic):
+                    loss, vf_metrics = compute_value_loss(response_values(s.critic, q), take(returns), take(values), m,
+                                                  c.cliprange_value, c.loss_agg_mode, agg_kwargs=mb.agg_kwargs)
+                    s.accelerator.backward(loss)
+                out.add(sums={"critic/vf_loss": loss.detach()}, means=vf_metrics, weight=m.sum() / mb.tokens)
+            out.end_minibatch({"critic/grad_norm": optimizer_step(s, s.critic, s.critic_optimizer, c.grad_clip)})
+    return out.result(scale=1.0 / dp)
+
+
+def optimizer_step(s: Session, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
+                   grad_clip: float | None) -> float:
+    """Clip, then step — unless the gradient is not finite: then the update is skipped and
+    counted, and past `trainer.max_skipped_updates` the run stops."""
+    norm = float(s.accelerator.clip_grad_norm_(model.parameters(), grad_clip or float("inf")))
+    if torch.isfinite(torch.tensor(norm)):
+        optimizer.step()
+    else:
+        s.skipped_updates += 1
+        s.warn(f"non-finite gradient (norm {norm}); update skipped ({s.skipped_updates} so far)")
+        if s.skipped_updates > s.recipe.trainer.max_skipped_updates:
+            raise TooManySkippedUpdates(
+                f"{s.skipped_updates} updates had non-finite gradients (limit trainer.max_skipped_updates = "
+                f"{s.recipe.trainer.max_skipped_updates}); the last good checkpoint is kept. Lower the learning "
+                "rate, enable grad_clip, or check the reward for NaN/inf")
+    optimizer.zero_grad(set_to_none=True)
+    return norm
+
+
+def _micro(x: torch.Tensor, *, rows: torch.Tensor, width: int) -> torch.Tensor:
+    """A micro-batch's rows of a per-token (N, T) tensor, cut to its response width."""
+    return x[rows, :width]
+
+
+def _reduce_sum(s: Session) -> Callable[[torch.Tensor], torch.Tensor]:
+    if s.accelerator.num_processes == 1:
+        return lambda x: x
+    return lambda x: s.accelerator.reduce(x, reduction="sum")

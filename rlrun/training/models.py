@@ -1,0 +1,70 @@
+"""The models a run trains or consults: policy, reference, teacher, critic.
+
+All load through the plain Hugging Face path (`AutoModelForCausalLM.from_pretrained`), so the
+embedded tiny models and a user's model take the same road. The critic is the policy's
+backbone (`AutoModel`, no LM head) with a scalar value head.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from transformers import (
+    AutoModel,
+    AutoModelForCausalLM,
+    AutoTokenizer,
+    PreTrainedModel,
+    PreTrainedTokenizerBase,
+)
+
+
+def resolve_model_path(path: str) -> str:
+    """`rlrun:<name>` to the shipped model's directory; anything else unchanged."""
+    from rlrun.embedded import resolve_model_path as resolve
+
+    return str(resolve(path))
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def load_tokenizer(path: str, trust_remote_code: bool = False) -> PreTrainedTokenizerBase:
+    tokenizer = AutoTokenizer.from_pretrained(resolve_model_path(path), trust_remote_code=trust_remote_code)
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return tokenizer
+
+
+def load_causal_lm(path: str, dtype: str = "float32", trust_remote_code: bool = False,
+                   trainable: bool = True) -> PreTrainedModel:
+    """A causal LM; frozen (eval mode, no grad) unless `trainable`."""
+    model = AutoModelForCausalLM.from_pretrained(resolve_model_path(path), dtype=DTYPES[dtype],
+                                                 trust_remote_code=trust_remote_code)
+    return model.train() if trainable else freeze(model)
+
+
+def freeze(model: torch.nn.Module) -> torch.nn.Module:
+    model.requires_grad_(False)
+    return model.eval()
+
+
+class ValueModel(torch.nn.Module):
+    """A transformer backbone with a linear value head: one scalar per position."""
+
+    def __init__(self, backbone: PreTrainedModel):
+        super().__init__()
+        self.backbone = backbone
+        self.value_head = torch.nn.Linear(backbone.config.hidden_size, 1)
+        # A zero head starts every value at 0, so early advantages are the plain returns.
+        torch.nn.init.zeros_(self.value_head.weight)
+        torch.nn.init.zeros_(self.value_head.bias)
+
+    @classmethod
+    def from_pretrained(cls, path: str, dtype: str = "float32", trust_remote_code: bool = False) -> ValueModel:
+        backbone = AutoModel.from_pretrained(resolve_model_path(path), dtype=DTYPES[dtype],
+                                             trust_remote_code=trust_remote_code)
+        return cls(backbone).to(DTYPES[dtype])
+
+    def forward(self, **inputs: Any) -> torch.Tensor:
+        hidden = self.backbone(**inputs, use_cache=False).last_hidden_state
+        return self.value_head(hidden).squeeze(-1).float()

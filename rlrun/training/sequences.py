@@ -1,0 +1,114 @@
+"""Prompt + response sequences as the trainer sees them, and the forward passes over them.
+
+A step's rollout becomes one `Sequences` batch, built once: prompts left-padded to a common
+length P, responses right-padded to T, so every response starts at column P and all models
+(policy, reference, teacher, critic) read the same tensors. Forward passes keep only the last
+T + 1 positions' logits (`logits_to_keep`), which predict the T response tokens.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+from torch.nn.utils.rnn import pad_sequence
+
+from rlrun.algorithms.masked import entropy_from_logits
+
+
+@dataclass
+class Sequences:
+    """N rows of `prompt (left-padded to P) + response (right-padded to T)`."""
+
+    input_ids: torch.Tensor  # (N, P+T) long
+    attention_mask: torch.Tensor  # (N, P+T) long
+    response_mask: torch.Tensor  # (N, T) float32, 1 on response tokens
+    pad_id: int = 0
+
+    @property
+    def response_ids(self) -> torch.Tensor:
+        return self.input_ids[:, -self.response_mask.shape[1]:]
+
+    @property
+    def position_ids(self) -> torch.Tensor:
+        # As `generate` numbers a left-padded prompt: from 0 at its first real token.
+        return (self.attention_mask.cumsum(-1) - 1).clamp(min=0)
+
+    @classmethod
+    def build(cls, prompt_ids: list[torch.Tensor], response_ids: torch.Tensor, response_mask: torch.Tensor,
+              pad_id: int) -> Sequences:
+        """`prompt_ids[i]` is row i's prompt (1-D), `response_ids`/`response_mask` (N, T)."""
+        prompts = pad_sequence(prompt_ids, batch_first=True, padding_value=pad_id, padding_side="left")
+        prompt_mask = pad_sequence([torch.ones_like(p) for p in prompt_ids], batch_first=True, padding_value=0,
+                                   padding_side="left")
+        device = response_ids.device
+        return cls(input_ids=torch.cat([prompts.to(device), response_ids], 1),
+                   attention_mask=torch.cat([prompt_mask.to(device), response_mask.long()], 1),
+                   response_mask=response_mask.float(), pad_id=pad_id)
+
+    @classmethod
+    def concat(cls, parts: list[Sequences]) -> Sequences:
+        """Stack batches, re-padding prompts on the left and responses on the right."""
+        width = max(p.response_mask.shape[1] for p in parts)
+        prompt_width = max(p.input_ids.shape[1] - p.response_mask.shape[1] for p in parts)
+
+        def pad(p: Sequences, x: torch.Tensor, value: int) -> torch.Tensor:
+            t = p.response_mask.shape[1]
+            return torch.nn.functional.pad(x, (prompt_width - (x.shape[1] - t), width - t), value=value)
+
+        return cls(input_ids=torch.cat([pad(p, p.input_ids, p.pad_id) for p in parts]),
+                   attention_mask=torch.cat([pad(p, p.attention_mask, 0) for p in parts]),
+                   response_mask=torch.cat([pad_response(p.response_mask, width) for p in parts]), pad_id=parts[0].pad_id)
+
+    def rows(self, idx: torch.Tensor) -> Sequences:
+        """A sub-batch, with response columns that are padding in all its rows cut off."""
+        mask = self.response_mask[idx]
+        keep = int(mask.sum(0).nonzero().max()) + 1 if mask.any() else 1
+        cut = mask.shape[1] - keep
+        end = self.input_ids.shape[1] - cut
+        return Sequences(input_ids=self.input_ids[idx, :end], attention_mask=self.attention_mask[idx, :end],
+                         response_mask=mask[:, :keep], pad_id=self.pad_id)
+
+
+def pad_response(x: torch.Tensor, width: int) -> torch.Tensor:
+    """Right-pad an (n, t) per-token tensor with zeros to `width` columns."""
+    return torch.nn.functional.pad(x, (0, width - x.shape[1]))
+
+
+def response_logits(model: torch.nn.Module, seq: Sequences) -> torch.Tensor:
+    """(N, T, V) logits predicting each response token."""
+    T = seq.response_mask.shape[1]
+    out = model(input_ids=seq.input_ids, attention_mask=seq.attention_mask, position_ids=seq.position_ids,
+                use_cache=False, logits_to_keep=T + 1)
+    return out.logits[:, :-1].float()
+
+
+def response_log_probs(model: torch.nn.Module, seq: Sequences, temperature: float, *,
+                       entropy: Literal["grad", "detached"] | None = None,
+                       return_logits: bool = False) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+    """(log_probs, entropy, logits) of the response tokens under the temperature-scaled
+    distribution they were sampled from. Entropy is computed only when asked, with or without
+    its gradient (a metric needs no backward through the vocabulary)."""
+    logits = response_logits(model, seq) / temperature
+    log_probs = logits.log_softmax(-1).gather(-1, seq.response_ids.unsqueeze(-1)).squeeze(-1)
+    ent = None
+    if entropy is not None:
+        ent = entropy_from_logits(logits if entropy == "grad" else logits.detach())
+    return log_probs, ent, logits if return_logits else None
+
+
+def response_values(critic: torch.nn.Module, seq: Sequences) -> torch.Tensor:
+    """(N, T) critic values of the states before each response token."""
+    T = seq.response_mask.shape[1]
+    values = critic(input_ids=seq.input_ids, attention_mask=seq.attention_mask, position_ids=seq.position_ids)
+    return values[:, -T - 1:-1]
+
+
+@torch.no_grad()
+def forward_batched(fn: Callable[[Sequences], torch.Tensor], *, seq: Sequences, chunk: int) -> torch.Tensor:
+    """`fn` (a per-token forward pass) over `seq` in chunks of rows (capping memory), as one (N, T) tensor."""
+    width = seq.response_mask.shape[1]
+    rows = torch.arange(seq.input_ids.shape[0], device=seq.input_ids.device)
+    return torch.cat([pad_response(fn(seq.rows(part)), width) for part in rows.split(chunk)])

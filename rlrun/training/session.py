@@ -1,0 +1,217 @@
+"""Everything one run is made of, built from the recipe: the Accelerator, models, optimizers,
+rollout engine, data, rewards and algorithm components — and their checkpointed state.
+
+`loop.py` reads the algorithm; this module answers "where does each piece come from" and
+"what must be saved to continue exactly where we stopped".
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from accelerate import Accelerator
+from accelerate.utils import set_seed
+
+from rlrun.algorithms.kl import AdaptiveKLController, FixedKLController, KLController
+from rlrun.algorithms.registries import ADVANTAGES, DISTILLATION_LOSSES, POLICY_LOSSES
+from rlrun.data import PromptDataset, PromptSampler, load_prompt_datasets
+from rlrun.errors import ConfigIssue, RecipeError
+from rlrun.evaluation import evaluate
+from rlrun.rewards import RewardFunction
+from rlrun.rollout import ROLLOUT_ENGINES, SamplingParams
+from rlrun.schema import Recipe
+from rlrun.training import checkpoint as ckpt
+from rlrun.training.experience import Experience, ExperienceCollector
+from rlrun.training.models import ValueModel, load_causal_lm, load_tokenizer
+from rlrun.training.optim import build_optimizer, build_scheduler
+
+# Resuming with a different value under any of these keys would continue a different run.
+RESUME_LOCKED_KEYS = ("model", "data")
+
+
+def step_seed(seed: int, step: int, stream: int) -> int:
+    """A seed for one purpose (`stream`) at one step, independent of every other: generation and
+    shuffling depend only on (seed, step), so a resumed run draws exactly what it would have."""
+    return int(np.random.SeedSequence([seed, step, stream]).generate_state(1)[0])
+
+
+GEN_STREAM, SHUFFLE_STREAM = 0, 1
+
+
+@dataclass
+class Needs:
+    """Which optional passes this recipe's algorithm needs (nothing else is computed)."""
+
+    reference: bool
+    critic: bool
+    teacher: bool
+    greedy_baseline: bool
+    recompute_old_log_probs: bool
+
+
+def needs_of(recipe: Recipe, num_processes: int = 1) -> Needs:
+    rows = recipe.trainer.prompts_per_step * recipe.rollout.n
+    optimizer_steps_per_rollout = recipe.actor.ppo_epochs * -(-rows // recipe.actor.mini_batch_samples)
+    return Needs(
+        reference=recipe.algorithm.kl_in_reward.enabled or recipe.actor.kl_loss.enabled,
+        critic=recipe.critic.enabled,
+        teacher=recipe.distillation.enabled,
+        greedy_baseline=recipe.algorithm.advantage == "remax",
+        # The sampler's log-probs are the old policy's when the engine computes them as the
+        # trainer does (hf, float32) and the policy has not moved since sampling.
+        recompute_old_log_probs=(optimizer_steps_per_rollout > 1 or recipe.rollout.engine != "hf"
+                                 or recipe.model.dtype != "float32"
+                                 or recipe.rollout.importance_sampling.level != "off"),
+    )
+
+
+def tokenizer_fingerprint(tokenizer: Any) -> str:
+    vocab = json.dumps(sorted(tokenizer.get_vocab().items()))
+    return hashlib.sha256(vocab.encode()).hexdigest()[:16]
+
+
+class Session:
+    """The built run. `step` is the last completed training step (0 before the first)."""
+
+    def __init__(self, recipe: Recipe, *, accelerator: Accelerator | None = None):
+        self.recipe = r = recipe
+        device = r.trainer.device
+        self.accelerator = accelerator or Accelerator(cpu=device == "cpu" or not torch.cuda.is_available(),
+                                                      step_scheduler_with_optimizer=False)
+        set_seed(r.trainer.seed)
+        self.device = self.accelerator.device
+        self.needs = needs_of(r, self.accelerator.num_processes)
+        self.step = 0  # last completed training step
+        self.skipped_updates = 0
+        self.samples_seen = 0  # responses trained on so far
+        self.last_experience: Experience | None = None  # for sample logging
+        self.warn: Callable[[str], None] = print
+
+        self.tokenizer = load_tokenizer(r.model.tokenizer or r.model.path, r.model.trust_remote_code)
+        self.train_data, val_data = load_prompt_datasets(r.model_dump(mode="json")["data"], self.tokenizer)
+        self.val_data: PromptDataset | None = val_data
+        self.sampler = PromptSampler(len(self.train_data), shuffle=r.data.shuffle, seed=r.data.seed)
+
+        policy = load_causal_lm(r.model.path, r.model.dtype, r.model.trust_remote_code).to(self.device)
+        if r.model.gradient_checkpointing:
+            policy.gradient_checkpointing_enable()
+        optimizer = build_optimizer(policy.parameters(), r.actor.optimizer)
+        self.policy, self.optimizer = self.accelerator.prepare(policy, optimizer)
+        self.scheduler = build_scheduler(self.optimizer, r.actor.lr_scheduler, r.trainer.total_steps)
+
+        self.reference = self._frozen(r.reference.path or r.model.path) if self.needs.reference else None
+        self.teacher = self._frozen(r.distillation.teacher) if self.needs.teacher else None
+        self.critic = self.critic_optimizer = None
+        if self.needs.critic:
+            critic = ValueModel.from_pretrained(r.critic.model_path or r.model.path, r.model.dtype,
+                                                r.model.trust_remote_code).to(self.device)
+            self.critic, self.critic_optimizer = self.accelerator.prepare(
+                critic, build_optimizer(critic.parameters(), r.critic.optimizer))
+
+        self.advantage_fn = ADVANTAGES.get(r.algorithm.advantage)
+        self.policy_loss_fn = POLICY_LOSSES.get(r.actor.policy_loss)
+        self.distillation_fn = DISTILLATION_LOSSES.get(r.distillation.loss) if self.needs.teacher else None
+        kl = r.algorithm.kl_in_reward
+        self.kl_ctrl: KLController = (AdaptiveKLController(kl.coef, kl.target_kl, kl.horizon)
+                                      if kl.controller == "adaptive" else FixedKLController(kl.coef))
+
+        self.engine = ROLLOUT_ENGINES.get(r.rollout.engine)(
+            self.unwrapped_policy, self.tokenizer, max_batch_samples=r.rollout.max_batch_samples,
+            **({"vllm": r.rollout.vllm.model_dump()} if r.rollout.engine == "vllm" else {}))
+        self.reward_fn = RewardFunction([f.model_dump() for f in r.reward.functions])
+        self.sampling = SamplingParams(n=r.rollout.n, max_tokens=r.rollout.max_response_tokens,
+                                       temperature=r.rollout.temperature, top_p=r.rollout.top_p, top_k=r.rollout.top_k)
+        self.collector = ExperienceCollector(
+            engine=self.engine, tokenizer=self.tokenizer, dataset=self.train_data, sampler=self.sampler,
+            reward_fn=self.reward_fn, sampling=self.sampling, overlong=r.reward.overlong_shaping,
+            group_filter=r.algorithm.group_filter, device=self.device)
+
+    def _frozen(self, path: str) -> torch.nn.Module:
+        return load_causal_lm(path, self.recipe.model.dtype, self.recipe.model.trust_remote_code,
+                              trainable=False).to(self.device)
+
+    @property
+    def unwrapped_policy(self) -> torch.nn.Module:
+        return self.accelerator.unwrap_model(self.policy)
+
+    def evaluate(self) -> dict[str, float]:
+        """Held-out accuracy (`val/accuracy` = mean@k) on the validation split."""
+        if self.val_data is None:
+            return {}
+        e, ro = self.recipe.trainer.eval, self.recipe.rollout
+        result = evaluate(self.engine, self.tokenizer, self.val_data, k=e.k, greedy=e.greedy,
+                          max_tokens=ro.max_response_tokens, temperature=ro.temperature, top_p=ro.top_p,
+                          top_k=ro.top_k, seed=self.recipe.trainer.seed, limit=e.prompts, reward=self.reward_fn)
+        return result.metrics()
+
+    # --- checkpointed state ---------------------------------------------------------------
+
+    def state_dict(self, wandb_run_id: str | None) -> dict[str, Any]:
+        return {
+            "step": self.step,
+            "optimizer": self.optimizer.state_dict(),
+            "scheduler": self.scheduler.state_dict(),
+            "critic_optimizer": self.critic_optimizer.state_dict() if self.critic_optimizer else None,
+            "rng": ckpt.capture_rng_state(),
+            "data": self.sampler.state_dict(),
+            "kl_controller": self.kl_ctrl.state_dict(),
+            "skipped_updates": self.skipped_updates,
+            "samples_seen": self.samples_seen,
+            "wandb_run_id": wandb_run_id,
+            "tokenizer_fingerprint": tokenizer_fingerprint(self.tokenizer),
+        }
+
+    def save_checkpoint(self, root: Path, wandb_run_id: str | None) -> Path | None:
+        """Write the checkpoint of the current step (main process only; all processes wait)."""
+        self.accelerator.wait_for_everyone()
+        path = None
+        if self.accelerator.is_main_process:
+            critic = self.accelerator.unwrap_model(self.critic) if self.critic is not None else None
+            path = ckpt.save_checkpoint(root, self.step, model=self.unwrapped_policy, tokenizer=self.tokenizer,
+                                        state=self.state_dict(wandb_run_id), critic=critic,
+                                        keep_last=self.recipe.trainer.checkpoint.keep_last)
+        self.accelerator.wait_for_everyone()
+        return path
+
+    def load_checkpoint(self, path: Path) -> dict[str, Any]:
+        """Restore weights and state from `path`; returns the trainer state (for the W&B id)."""
+        state = ckpt.load_trainer_state(path)
+        if state["tokenizer_fingerprint"] != tokenizer_fingerprint(self.tokenizer):
+            raise RecipeError([ConfigIssue("the tokenizer differs from the one the run was trained with",
+                                           key="model.tokenizer", code="resume-changed",
+                                           fix="resume with the run's own recipe, or start a new run")])
+        weights = type(self.unwrapped_policy).from_pretrained(path, dtype=self.unwrapped_policy.dtype).state_dict()
+        self.unwrapped_policy.load_state_dict(weights)
+        if self.critic is not None:
+            ckpt.load_critic_weights(path, self.accelerator.unwrap_model(self.critic))
+            self.critic_optimizer.load_state_dict(state["critic_optimizer"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.scheduler.load_state_dict(state["scheduler"])
+        self.sampler.load_state_dict(state["data"])
+        self.kl_ctrl.load_state_dict(state["kl_controller"])
+        ckpt.restore_rng_state(state["rng"])
+        self.step, self.skipped_updates, self.samples_seen = state["step"], state["skipped_updates"], state["samples_seen"]
+        self.engine.sync_weights(self.unwrapped_policy)
+        return state
+
+
+def locked_changes(saved: dict[str, Any], new: dict[str, Any]) -> list[ConfigIssue]:
+    """Differences between a run's resolved recipe and the one it is resumed with that would
+    make it a different run (model, tokenizer, data)."""
+    issues = []
+    for section in RESUME_LOCKED_KEYS:
+        for key in sorted(set(saved.get(section, {})) | set(new.get(section, {}))):
+            old, now = saved.get(section, {}).get(key), new.get(section, {}).get(key)
+            if old != now:
+                issues.append(ConfigIssue(
+                    f"resuming would change the {section} the run was trained with", key=f"{section}.{key}",
+                    code="resume-changed", expected=json.dumps(old), found=json.dumps(now),
+                    fix="resume with the run's own recipe (`rlrun resume RUN_DIR`), or start a new run"))
+    return issues
