@@ -28,11 +28,18 @@ CHANGE_STYLE = {
     "unknown": "dim",
 }
 VERDICT_STYLE = {"better": "bold green", "worse": "bold red", "same": "dim", None: "blue"}
+SPARK_WIDTH = (8, 24)
+METRIC_COLUMNS_WIDTH = 90  # the metric table without its curve column, roughly
 BETTER_HINT = {"higher": "↑ better", "lower": "↓ better", None: ""}
 
 
-def render(comparison: Comparison, console: Console, spark_width: int = 24) -> None:
-    """Print the whole comparison: header, warnings, config diff, metrics, targets, health."""
+def render(comparison: Comparison, console: Console, spark_width: int | None = None) -> None:
+    """Print the whole comparison: header, warnings, config diff, metrics, targets, health.
+
+    Sparklines take what the console has left beside the other columns (8 to 24 characters).
+    """
+    if spark_width is None:
+        spark_width = max(SPARK_WIDTH[0], min(SPARK_WIDTH[1], console.width - METRIC_COLUMNS_WIDTH))
     for part in (
         _header_table(comparison),
         _notes(comparison),
@@ -145,6 +152,9 @@ def _metric_table(comparison: Comparison, spark_width: int) -> RenderableType:
         ("curve", "left"),
     ):
         table.add_column(column, justify=justify)
+    table.columns[0].overflow = "fold"  # never hide part of a metric name
+    table.columns[-1].no_wrap = True  # a wrapped sparkline reads as two curves: crop it instead
+    table.columns[-1].overflow = "crop"
     for row in comparison.metrics:
         curves = _curves(comparison, row, spark_width)
         for index, (label, stats, curve) in enumerate(zip(comparison.labels, row.runs, curves)):
