@@ -8,7 +8,7 @@ from rlrun.compare.sparkline import sparkline
 def test_one_block_per_value_from_lowest_to_highest():
     assert sparkline([1, 2, 3, 4, 5, 6, 7, 8]) == "▁▂▃▄▅▆▇█"
     assert sparkline([]) == ""
-    assert sparkline([3.0, 3.0]) == "▄▄"  # flat: the middle
+    assert sparkline([3.0, 3.0]) == "▅▅"  # flat: mid-height
 
 
 def test_long_series_are_averaged_into_the_width():
