@@ -21,7 +21,13 @@ from rlrun.algorithms.aggregation import LOSS_AGG_MODES, agg_loss
 from rlrun.algorithms.distillation import distillation_loss
 from rlrun.algorithms.groups import Groups, dense_group_ids
 from rlrun.algorithms.importance_sampling import IS_LEVELS, truncated_is_weights
-from rlrun.algorithms.kl import AdaptiveKLController, FixedKLController, KLController, apply_kl_penalty, kl_penalty
+from rlrun.algorithms.kl import (
+    AdaptiveKLController,
+    FixedKLController,
+    KLController,
+    apply_kl_penalty,
+    kl_penalty,
+)
 from rlrun.algorithms.masked import entropy_from_logits, masked_mean, masked_sum, masked_var, masked_whiten
 from rlrun.algorithms.registries import (
     ADVANTAGES,

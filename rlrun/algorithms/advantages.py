@@ -60,7 +60,9 @@ def _centred(scores: torch.Tensor, groups: Groups) -> tuple[torch.Tensor, torch.
     return scores - baseline[groups.ids], mean
 
 
-def grpo_scalars(scores: torch.Tensor, groups: Groups, epsilon: float, norm_adv_by_std_in_grpo: bool) -> torch.Tensor:
+def grpo_scalars(
+    scores: torch.Tensor, groups: Groups, epsilon: float, norm_adv_by_std_in_grpo: bool
+) -> torch.Tensor:
     """Per-response GRPO advantage: `(r - mean)/(std + ε)`, or `r - mean`; singleton: mean 0, std 1."""
     centred, mean = _centred(scores, groups)
     if not norm_adv_by_std_in_grpo:
@@ -69,16 +71,25 @@ def grpo_scalars(scores: torch.Tensor, groups: Groups, epsilon: float, norm_adv_
     return centred / (std[groups.ids] + epsilon)
 
 
-def _outcome(row_advantages: torch.Tensor, token_level_rewards: torch.Tensor, response_mask: torch.Tensor) -> AdvantageOutput:
+def _outcome(
+    row_advantages: torch.Tensor, token_level_rewards: torch.Tensor, response_mask: torch.Tensor
+) -> AdvantageOutput:
     advantages = broadcast_rows(row_advantages, response_mask, token_level_rewards.dtype)
     return advantages, advantages
 
 
-def discounted_returns(token_level_rewards: torch.Tensor, response_mask: torch.Tensor, gamma: float) -> torch.Tensor:
+def _reverse_cumsum(values: torch.Tensor) -> torch.Tensor:
+    """`Σ_{s≥t} x_s` along the last dim (the flipped copy is summed in place)."""
+    return values.flip(-1).cumsum_(-1).flip(-1)
+
+
+def discounted_returns(
+    token_level_rewards: torch.Tensor, response_mask: torch.Tensor, gamma: float
+) -> torch.Tensor:
     """`G_t = r_t + γ·G_{t+1}` over valid tokens; masked tokens carry G through and get 0."""
     rewards = zero_outside(token_level_rewards, response_mask)
     if gamma == 1.0:  # undiscounted: a reverse cumulative sum, no scan needed
-        return zero_outside(rewards.flip(-1).cumsum(-1).flip(-1), response_mask)
+        return zero_outside(_reverse_cumsum(rewards), response_mask)
     dtype = acc_dtype(rewards.dtype)
     rewards_t = rewards.to(dtype).T.contiguous()
     valid_t = as_bool(response_mask).T.contiguous()
@@ -145,7 +156,9 @@ def grpo(
 
 @register_advantage("rloo")
 @torch.no_grad()
-def rloo(token_level_rewards: torch.Tensor, response_mask: torch.Tensor, index: Any = None, **_: Any) -> AdvantageOutput:
+def rloo(
+    token_level_rewards: torch.Tensor, response_mask: torch.Tensor, index: Any = None, **_: Any
+) -> AdvantageOutput:
     """RLOO: reward minus the mean of the other responses of the prompt, n/(n-1)·(r - mean)."""
     groups = _groups(index, token_level_rewards)
     scores = response_scores(token_level_rewards)
@@ -156,7 +169,9 @@ def rloo(token_level_rewards: torch.Tensor, response_mask: torch.Tensor, index: 
 
 @register_advantage("opo")
 @torch.no_grad()
-def opo(token_level_rewards: torch.Tensor, response_mask: torch.Tensor, index: Any = None, **_: Any) -> AdvantageOutput:
+def opo(
+    token_level_rewards: torch.Tensor, response_mask: torch.Tensor, index: Any = None, **_: Any
+) -> AdvantageOutput:
     """OPO: reward minus the length-weighted group mean reward (optimal baseline)."""
     groups = _groups(index, token_level_rewards)
     scores = response_scores(token_level_rewards)
@@ -170,7 +185,12 @@ def opo(token_level_rewards: torch.Tensor, response_mask: torch.Tensor, index: A
 @register_advantage("reinforce_plus_plus")
 @torch.no_grad()
 def reinforce_plus_plus(
-    token_level_rewards: torch.Tensor, response_mask: torch.Tensor, index: Any = None, *, gamma: float = 1.0, **_: Any
+    token_level_rewards: torch.Tensor,
+    response_mask: torch.Tensor,
+    index: Any = None,
+    *,
+    gamma: float = 1.0,
+    **_: Any,
 ) -> AdvantageOutput:
     """REINFORCE++: discounted token returns, whitened over the batch."""
     returns = discounted_returns(token_level_rewards, response_mask, gamma)
@@ -201,15 +221,19 @@ def remax(
     """ReMax: reward-to-go minus the reward of the prompt's greedy response."""
     if reward_baselines is None:
         raise ValueError("remax needs `reward_baselines` (the reward of one greedy response per prompt)")
-    rewards = zero_outside(token_level_rewards, response_mask)
-    returns = rewards.flip(-1).cumsum(-1).flip(-1)
+    returns = _reverse_cumsum(zero_outside(token_level_rewards, response_mask))
     return returns - broadcast_rows(reward_baselines, response_mask, returns.dtype), returns
 
 
 @register_advantage("gpg")
 @torch.no_grad()
 def gpg(
-    token_level_rewards: torch.Tensor, response_mask: torch.Tensor, index: Any = None, *, f_norm: float = 1.0, **_: Any
+    token_level_rewards: torch.Tensor,
+    response_mask: torch.Tensor,
+    index: Any = None,
+    *,
+    f_norm: float = 1.0,
+    **_: Any,
 ) -> AdvantageOutput:
     """GPG: α·(r - group mean)/f_norm with α = B / #non-zero rewards; no std normalisation."""
     scores = response_scores(token_level_rewards)
@@ -265,18 +289,24 @@ def gdpo(
     total = torch.zeros(groups.ids.numel(), dtype=STAT_DTYPE, device=token_level_rewards.device)
     for name, component in components.items():
         scores = response_scores(component) if component.dim() == 2 else component.to(STAT_DTYPE)
-        total = total + weights[name] * grpo_scalars(scores.to(total.device), groups, epsilon, norm_adv_by_std_in_grpo)
+        total = total + weights[name] * grpo_scalars(
+            scores.to(total.device), groups, epsilon, norm_adv_by_std_in_grpo
+        )
     advantages = masked_whiten_rows(total, response_mask).to(token_level_rewards.dtype)
     return advantages, advantages
 
 
-def _component_weights(names: list[str], weights: Mapping[str, float] | Sequence[float] | None) -> dict[str, float]:
+def _component_weights(
+    names: list[str], weights: Mapping[str, float] | Sequence[float] | None
+) -> dict[str, float]:
     if weights is None:
         return dict.fromkeys(names, 1.0)
     if isinstance(weights, Mapping):
         unknown = set(weights) - set(names)
         if unknown:
-            raise ValueError(f"gdpo reward_weights name unknown components {sorted(unknown)}; components: {names}")
+            raise ValueError(
+                f"gdpo reward_weights name unknown components {sorted(unknown)}; components: {names}"
+            )
         return {name: float(weights.get(name, 1.0)) for name in names}
     if len(weights) != len(names):
         raise ValueError(f"gdpo got {len(weights)} reward_weights for {len(names)} components")

@@ -5,8 +5,8 @@ token modes, `global_batch_size` for the sequence modes) and its `dp_size`; grad
 over ranks then equal those of the exact mean over the global mini-batch, whatever the
 micro-batching. Without them the local counts are used (and `dp_size > 1` is an error).
 
-Differences from verl: a zero count returns `0·masked_sum` (same value, no host sync), and
-padded positions are selected with `where`, so NaN there never reaches the loss.
+Differences from verl: a zero count is handled without a host sync, and padded positions are
+selected with `where`, so NaN there never reaches the loss.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ def agg_loss(
         if batch_num_tokens is None:
             _require_local(dp_size, "batch_num_tokens")
             batch_num_tokens = mask_count(loss_mask)
-        return masked_sum(loss_mat, loss_mask) / _nonzero(batch_num_tokens) * dp_size
+        return _mean(masked_sum(loss_mat, loss_mask), batch_num_tokens) * dp_size
     if loss_agg_mode == "token-sum":
         return masked_sum(loss_mat, loss_mask) * dp_size
     if loss_agg_mode in ("seq-mean-token-sum", "seq-mean-token-sum-norm", "seq-mean-token-mean"):
@@ -51,7 +51,7 @@ def agg_loss(
         if global_batch_size is None:
             _require_local(dp_size, "global_batch_size")
             global_batch_size = mask_count(lengths > 0)  # empty rows do not count (their loss is 0)
-        loss = seq_losses.sum() / _nonzero(global_batch_size) * dp_size
+        loss = _mean(seq_losses.sum(), global_batch_size) * dp_size
         if loss_agg_mode == "seq-mean-token-sum-norm":
             loss = loss / (loss_mask.shape[-1] if loss_scale_factor is None else loss_scale_factor)
         return loss
@@ -63,9 +63,9 @@ def _require_local(dp_size: int, name: str) -> None:
         raise ValueError(f"{name} (the global count) is required when dp_size > 1")
 
 
-def _nonzero(count: Count) -> Count:
-    """The count, with 0 replaced by 1: the numerator is then 0 and so is the loss, as in verl."""
+def _mean(total: torch.Tensor, count: Count) -> torch.Tensor:
+    """`total / count`, or `0·total` (keeps the graph) when the count is 0, as in verl; no host sync."""
     if isinstance(count, torch.Tensor):
-        return torch.where(count == 0, torch.ones_like(count), count)
-    return count or 1
-
+        empty = count == 0
+        return torch.where(empty, total * 0, total / torch.where(empty, torch.ones_like(count), count))
+    return total * 0 if count == 0 else total / count

@@ -62,7 +62,9 @@ def _sampled_token_estimator(estimator: str) -> PerTokenLoss:
         student = _floor(student_log_probs, log_prob_min_clamp)
         return kl_penalty(student, _floor(teacher_log_probs, log_prob_min_clamp), estimator)
 
-    per_token.__doc__ = f"Reverse KL on the sampled token, {estimator} estimator of kl_penalty(student, teacher)."
+    per_token.__doc__ = (
+        f"Reverse KL on the sampled token, {estimator} estimator of kl_penalty(student, teacher)."
+    )
     per_token.__name__ = per_token.__qualname__ = f"{estimator}_distillation"
     return per_token
 
@@ -122,7 +124,13 @@ def distillation_loss(
     if old_log_prob is None:
         raise ValueError("the policy-gradient form of the distillation loss needs old_log_prob")
     loss, pg_metrics = vanilla(
-        old_log_prob, log_prob, -per_token.detach(), response_mask, loss_agg_mode, agg_kwargs=agg_kwargs, **ppo_kwargs
+        old_log_prob,
+        log_prob,
+        -per_token.detach(),
+        response_mask,
+        loss_agg_mode,
+        agg_kwargs=agg_kwargs,
+        **ppo_kwargs,
     )
     metrics.update({name.replace("actor/", "distillation/", 1): value for name, value in pg_metrics.items()})
     return loss, metrics

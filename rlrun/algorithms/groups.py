@@ -21,7 +21,9 @@ import torch
 STAT_DTYPE = torch.float64
 
 
-def dense_group_ids(index: torch.Tensor | np.ndarray | Sequence[Any], device: torch.device | None = None) -> torch.Tensor:
+def dense_group_ids(
+    index: torch.Tensor | np.ndarray | Sequence[Any], device: torch.device | None = None
+) -> torch.Tensor:
     """Map arbitrary group ids (tensor, numpy array or list of hashables) to dense ids 0..G-1."""
     if isinstance(index, torch.Tensor):
         ids = index.to(device) if device is not None else index

@@ -39,7 +39,9 @@ def truncated_is_weights(
     if level == "token":
         level_log_ratio = log_ratio
     else:
-        level_log_ratio = masked_sum(log_ratio, valid, dim=-1).to(log_ratio.dtype).unsqueeze(-1).expand_as(log_ratio)
+        level_log_ratio = (
+            masked_sum(log_ratio, valid, dim=-1).to(log_ratio.dtype).unsqueeze(-1).expand_as(log_ratio)
+        )
     raw = zero_outside(torch.exp(torch.clamp(level_log_ratio, -LOG_RATIO_CLAMP, LOG_RATIO_CLAMP)), valid)
     weights = torch.clamp(raw, max=threshold)
     row_weight = masked_mean(weights, valid, dim=-1)

@@ -61,7 +61,12 @@ def _straight_through(base: KLEstimator, name: str) -> KLEstimator:
 
 
 def _register_straight_through_forms() -> None:
-    for base, names in ((k1, ("k1", "kl")), (abs_kl, ("abs",)), (k2, ("k2", "mse")), (k3, ("k3", "low_var_kl"))):
+    for base, names in (
+        (k1, ("k1", "kl")),
+        (abs_kl, ("abs",)),
+        (k2, ("k2", "mse")),
+        (k3, ("k3", "low_var_kl")),
+    ):
         register_kl_estimator(*(f"{name}+" for name in names))(_straight_through(base, names[0]))
 
 

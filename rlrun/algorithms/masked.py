@@ -39,10 +39,18 @@ def masked_sum(values: torch.Tensor, mask: torch.Tensor, dim: int | None = None)
     return selected.sum(dtype=dtype) if dim is None else selected.sum(dim=dim, dtype=dtype)
 
 
-def mask_count(mask: torch.Tensor, dim: int | None = None, dtype: torch.dtype = torch.float32) -> torch.Tensor:
-    """Number of set mask entries, as a float tensor."""
-    m = as_bool(mask)
-    return m.sum(dtype=dtype) if dim is None else m.sum(dim=dim, dtype=dtype)
+def mask_count(
+    mask: torch.Tensor, dim: int | None = None, dtype: torch.dtype = torch.float32
+) -> torch.Tensor:
+    """Number of set entries of a binary mask, as a float tensor of `dtype`."""
+    # float32/float64/integer masks sum exactly in their own dtype (no conversion pass over B×T);
+    # bool and half-precision masks accumulate in float32
+    native = mask.dtype in (torch.float32, torch.float64) or not (
+        mask.is_floating_point() or mask.dtype == torch.bool
+    )
+    acc = mask.dtype if native else torch.float32
+    counts = mask.sum(dtype=acc) if dim is None else mask.sum(dim=dim, dtype=acc)
+    return counts.to(dtype)
 
 
 def masked_mean(values: torch.Tensor, mask: torch.Tensor, dim: int | None = None) -> torch.Tensor:
@@ -95,7 +103,9 @@ def masked_whiten_rows(row_values: torch.Tensor, mask: torch.Tensor) -> torch.Te
     return broadcast_rows((x - mean) * torch.rsqrt(var + WHITEN_EPS), mask, row_values.dtype)
 
 
-def broadcast_rows(row_values: torch.Tensor, mask: torch.Tensor, dtype: torch.dtype | None = None) -> torch.Tensor:
+def broadcast_rows(
+    row_values: torch.Tensor, mask: torch.Tensor, dtype: torch.dtype | None = None
+) -> torch.Tensor:
     """A (B,) value spread over each row's valid tokens, 0 on padding, as a (B, T) tensor of `dtype`."""
     dtype = dtype or row_values.dtype
     rows = row_values.to(dtype).unsqueeze(-1)

@@ -31,7 +31,7 @@ import torch
 
 from rlrun.algorithms.aggregation import agg_loss
 from rlrun.algorithms.importance_sampling import truncated_is_weights
-from rlrun.algorithms.masked import as_bool, masked_mean, masked_sum, mask_count
+from rlrun.algorithms.masked import as_bool, mask_count, masked_mean, masked_sum
 from rlrun.algorithms.registries import register_policy_loss
 
 LossOutput = tuple[torch.Tensor, dict[str, torch.Tensor]]
@@ -49,7 +49,9 @@ def _valid(mask: torch.Tensor, *tensors: torch.Tensor) -> list[torch.Tensor]:
     return [torch.where(m, t, torch.zeros((), dtype=t.dtype, device=t.device)) for t in tensors]
 
 
-def _bounds(clip_ratio: float, clip_ratio_low: float | None, clip_ratio_high: float | None) -> tuple[float, float]:
+def _bounds(
+    clip_ratio: float, clip_ratio_low: float | None, clip_ratio_high: float | None
+) -> tuple[float, float]:
     low = clip_ratio if clip_ratio_low is None else clip_ratio_low
     high = clip_ratio if clip_ratio_high is None else clip_ratio_high
     return low, high
@@ -229,8 +231,12 @@ def sapo(
     ratio = torch.exp(log_ratio)
     tau = torch.where(advantages > 0, tau_pos, tau_neg).to(ratio.dtype)
     gates = torch.sigmoid(tau * (ratio - 1.0)) * (4.0 / tau)
-    loss = _aggregate(-gates * advantages, response_mask, "seq-mean-token-mean", rollout_is_weights, agg_kwargs)
-    return loss, _metrics(pg_clipfrac=0.0, ppo_kl=masked_mean(-log_ratio, response_mask), pg_clipfrac_lower=0.0)
+    loss = _aggregate(
+        -gates * advantages, response_mask, "seq-mean-token-mean", rollout_is_weights, agg_kwargs
+    )
+    return loss, _metrics(
+        pg_clipfrac=0.0, ppo_kl=masked_mean(-log_ratio, response_mask), pg_clipfrac_lower=0.0
+    )
 
 
 @register_policy_loss("geo_mean")
@@ -257,7 +263,9 @@ def geo_mean(
     seq_ratio = torch.exp(_seq_token_mean(pessimistic, response_mask))
     pg_losses = -_seq_token_mean(advantages, response_mask) * seq_ratio
     if rollout_is_weights is not None:  # geometric mean of token weights, one per sequence
-        pg_losses = pg_losses * torch.exp(_seq_token_mean(torch.log(rollout_is_weights + 1e-10), response_mask))
+        pg_losses = pg_losses * torch.exp(
+            _seq_token_mean(torch.log(rollout_is_weights + 1e-10), response_mask)
+        )
     was_clipped = log_ratio != clamped
     return pg_losses.mean(), _metrics(
         pg_clipfrac=_fraction(was_clipped & (advantages > 0), response_mask),
@@ -412,8 +420,17 @@ def dppo_tv(
     old_log_prob, log_prob, advantages = _valid(response_mask, old_log_prob, log_prob, advantages)
     shift = torch.exp(log_prob) - torch.exp(old_log_prob)
     ok = torch.where(advantages > 0, shift <= high, shift >= -low)
-    return _dppo(ok, old_log_prob, log_prob, advantages, response_mask, loss_agg_mode, clip_ratio_c,
-                 rollout_is_weights, agg_kwargs)
+    return _dppo(
+        ok,
+        old_log_prob,
+        log_prob,
+        advantages,
+        response_mask,
+        loss_agg_mode,
+        clip_ratio_c,
+        rollout_is_weights,
+        agg_kwargs,
+    )
 
 
 @register_policy_loss("dppo_kl")
@@ -439,9 +456,20 @@ def dppo_kl(
     binary_kl = old_prob * (old_log_prob - log_prob) + (1 - old_prob) * torch.log(
         (1.0 - old_prob + 1e-8) / (1.0 - prob + 1e-8)
     )
-    ok = torch.where(advantages > 0, (binary_kl <= high) | (prob <= old_prob), (binary_kl <= low) | (prob >= old_prob))
-    return _dppo(ok, old_log_prob, log_prob, advantages, response_mask, loss_agg_mode, clip_ratio_c,
-                 rollout_is_weights, agg_kwargs)
+    ok = torch.where(
+        advantages > 0, (binary_kl <= high) | (prob <= old_prob), (binary_kl <= low) | (prob >= old_prob)
+    )
+    return _dppo(
+        ok,
+        old_log_prob,
+        log_prob,
+        advantages,
+        response_mask,
+        loss_agg_mode,
+        clip_ratio_c,
+        rollout_is_weights,
+        agg_kwargs,
+    )
 
 
 @register_policy_loss("bypass_mode")
@@ -465,8 +493,15 @@ def bypass_mode(
         else (None, {})
     )
     if loss_type == "ppo_clip":  # the ratio already is π/π_rollout: no extra IS weight
-        loss, pg_metrics = vanilla(old_log_prob, log_prob, advantages, response_mask, loss_agg_mode,
-                                   agg_kwargs=agg_kwargs, **{**kwargs, "rollout_is_weights": None})
+        loss, pg_metrics = vanilla(
+            old_log_prob,
+            log_prob,
+            advantages,
+            response_mask,
+            loss_agg_mode,
+            agg_kwargs=agg_kwargs,
+            **{**kwargs, "rollout_is_weights": None},
+        )
     elif loss_type == "reinforce":
         old_log_prob, log_prob, advantages = _valid(response_mask, old_log_prob, log_prob, advantages)
         loss = _aggregate(-advantages * log_prob, response_mask, loss_agg_mode, weights, agg_kwargs)

@@ -29,5 +29,7 @@ def compute_value_loss(
     vpred_clipped = torch.clamp(vpreds, values - cliprange_value, values + cliprange_value)
     unclipped = (vpreds - returns) ** 2
     clipped = (vpred_clipped - returns) ** 2
-    loss = 0.5 * agg_loss(torch.maximum(unclipped, clipped), response_mask, loss_agg_mode, **(agg_kwargs or {}))
+    loss = 0.5 * agg_loss(
+        torch.maximum(unclipped, clipped), response_mask, loss_agg_mode, **(agg_kwargs or {})
+    )
     return loss, {"critic/vf_clipfrac": masked_mean((clipped > unclipped).float(), response_mask).detach()}

@@ -93,7 +93,9 @@ def test_gpg_hand_computed():
     expected = [alpha * v for v in (1 / 3, -1, -2 / 3, 1, 5, 1 / 3)]
     assert torch.allclose(run("gpg", rewards, mask, index)[0], expand(expected, mask), atol=1e-6)
     expected_f = [v / 2 for v in expected]
-    assert torch.allclose(run("gpg", rewards, mask, index, f_norm=2.0)[0], expand(expected_f, mask), atol=1e-6)
+    assert torch.allclose(
+        run("gpg", rewards, mask, index, f_norm=2.0)[0], expand(expected_f, mask), atol=1e-6
+    )
 
 
 def test_grpo_passk_only_the_best_gets_the_gap():
@@ -107,8 +109,13 @@ def test_grpo_passk_only_the_best_gets_the_gap():
 
 def test_grpo_passk_first_index_wins_a_tie():
     rewards = torch.tensor([[4.0], [4.0], [1.0]])
-    advantages, _ = run("grpo_passk", rewards, torch.ones(3, 1), torch.zeros(3, dtype=torch.long),
-                        norm_adv_by_std_in_grpo=False)
+    advantages, _ = run(
+        "grpo_passk",
+        rewards,
+        torch.ones(3, 1),
+        torch.zeros(3, dtype=torch.long),
+        norm_adv_by_std_in_grpo=False,
+    )
     assert advantages[:, 0].tolist() == [0, 0, 0]  # r_max - r_second = 0 for the tie
 
 
@@ -180,13 +187,21 @@ def test_gdpo_weighted_components_then_whitened():
     mask = torch.ones(4, 2)
     index = torch.tensor([0, 0, 1, 1])
     components = {"correct": torch.tensor([1.0, 0.0, 1.0, 0.0]), "format": torch.tensor([1.0, 1.0, 0.0, 0.0])}
-    advantages, _ = run("gdpo", torch.zeros(4, 2), mask, index, reward_components=components,
-                        reward_weights={"format": 2.0})
+    advantages, _ = run(
+        "gdpo", torch.zeros(4, 2), mask, index, reward_components=components, reward_weights={"format": 2.0}
+    )
     # "format" is constant within each group -> 0; "correct" gives ±a in every group; whitening -> ±sqrt(7/8)
     expected = torch.tensor([1.0, -1.0, 1.0, -1.0])[:, None] * math.sqrt(7 / 8) * mask
     assert torch.allclose(advantages, expected, atol=1e-5)
     with pytest.raises(ValueError, match="unknown"):
-        run("gdpo", torch.zeros(4, 2), mask, index, reward_components=components, reward_weights={"lenght": 1.0})
+        run(
+            "gdpo",
+            torch.zeros(4, 2),
+            mask,
+            index,
+            reward_components=components,
+            reward_weights={"lenght": 1.0},
+        )
 
 
 def test_gdpo_single_component_is_whitened_grpo():
@@ -199,10 +214,19 @@ def test_gdpo_single_component_is_whitened_grpo():
 def test_every_estimator_takes_the_uniform_keyword_set():
     rewards, mask, _ = outcome_batch()
     index = torch.tensor([0, 0, 1, 1, 2, 2])
-    uniform = dict(values=torch.zeros(6, 3), reward_baselines=torch.zeros(6), gamma=1.0, lam=1.0, epsilon=1e-6,
-                   norm_adv_by_std_in_grpo=True, unknown_future_key=3)
+    uniform = {
+        "values": torch.zeros(6, 3),
+        "reward_baselines": torch.zeros(6),
+        "gamma": 1.0,
+        "lam": 1.0,
+        "epsilon": 1e-6,
+        "norm_adv_by_std_in_grpo": True,
+        "unknown_future_key": 3,
+    }
     for name in ADVANTAGES.names():
-        advantages, returns = ADVANTAGES.get(name)(token_level_rewards=rewards, response_mask=mask, index=index, **uniform)
+        advantages, returns = ADVANTAGES.get(name)(
+            token_level_rewards=rewards, response_mask=mask, index=index, **uniform
+        )
         assert advantages.shape == returns.shape == (6, 3), name
 
 
@@ -220,9 +244,16 @@ def test_string_and_numpy_group_ids():
 def test_dtypes_are_kept(name, dtype):
     rewards, mask, _ = outcome_batch()
     index = torch.tensor([0, 0, 1, 1, 2, 2])
-    advantages, _ = ADVANTAGES.get(name)(rewards.to(dtype), mask, index, values=torch.zeros(6, 3, dtype=dtype),
-                                         reward_baselines=torch.zeros(6, dtype=dtype))
-    reference, _ = ADVANTAGES.get(name)(rewards, mask, index, values=torch.zeros(6, 3), reward_baselines=torch.zeros(6))
+    advantages, _ = ADVANTAGES.get(name)(
+        rewards.to(dtype),
+        mask,
+        index,
+        values=torch.zeros(6, 3, dtype=dtype),
+        reward_baselines=torch.zeros(6, dtype=dtype),
+    )
+    reference, _ = ADVANTAGES.get(name)(
+        rewards, mask, index, values=torch.zeros(6, 3), reward_baselines=torch.zeros(6)
+    )
     assert advantages.dtype == dtype
     assert torch.allclose(advantages.float(), reference, atol=0.05 if dtype == torch.bfloat16 else 1e-6)
 

@@ -6,7 +6,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rlrun.algorithms import POLICY_LOSSES
-from rlrun.algorithms.importance_sampling import truncated_is_weights
 
 LN = math.log
 NAN = float("nan")
@@ -36,7 +35,9 @@ def test_vanilla_hand_computed():
     assert loss.item() == pytest.approx((-1.1 - 1.2 + 0.8 + 3.0) / 4, rel=1e-6)
     assert metrics["actor/pg_clipfrac"].item() == pytest.approx(0.5)
     assert metrics["actor/pg_clipfrac_lower"].item() == pytest.approx(0.25)
-    assert metrics["actor/ppo_kl"].item() == pytest.approx(-(LN(1.1) + LN(1.5) + LN(0.5) + LN(4.0)) / 4, rel=1e-5)
+    assert metrics["actor/ppo_kl"].item() == pytest.approx(
+        -(LN(1.1) + LN(1.5) + LN(0.5) + LN(4.0)) / 4, rel=1e-5
+    )
     assert all(v.dim() == 0 and not v.requires_grad for v in metrics.values())
 
 
@@ -171,7 +172,9 @@ def cov_batch():
 
 def test_clip_cov_cuts_the_high_covariance_token():
     adv, lp = cov_batch()
-    loss, metrics = loss_of("clip_cov", lp, lp, adv, torch.ones(1, 4), generator=torch.Generator().manual_seed(0))
+    loss, metrics = loss_of(
+        "clip_cov", lp, lp, adv, torch.ones(1, 4), generator=torch.Generator().manual_seed(0)
+    )
     assert loss.item() == 0.0  # token 0 (the only one with cov in (1, 5)) is cut; the rest have A = 0
     assert metrics["actor/pg_clipfrac"].item() == 0.25
     wide, _ = loss_of("clip_cov", lp, lp, adv, torch.ones(1, 4), clip_cov_lb=5.0)
@@ -181,9 +184,13 @@ def test_clip_cov_cuts_the_high_covariance_token():
 def test_clip_cov_is_reproducible_with_a_generator():
     g = torch.Generator().manual_seed(1)
     adv, lp = torch.randn(16, 32, generator=g), -torch.rand(16, 32, generator=g)
-    kwargs = dict(clip_cov_ratio=0.1, clip_cov_lb=0.0, clip_cov_ub=100.0)
-    runs = [loss_of("clip_cov", lp, lp, adv, torch.ones(16, 32), generator=torch.Generator().manual_seed(s),
-                    **kwargs)[0] for s in (7, 7, 8)]
+    kwargs = {"clip_cov_ratio": 0.1, "clip_cov_lb": 0.0, "clip_cov_ub": 100.0}
+    runs = [
+        loss_of(
+            "clip_cov", lp, lp, adv, torch.ones(16, 32), generator=torch.Generator().manual_seed(s), **kwargs
+        )[0]
+        for s in (7, 7, 8)
+    ]
     assert runs[0].item() == runs[1].item() != runs[2].item()
 
 
@@ -197,7 +204,10 @@ def test_kl_cov_penalises_the_top_covariance_token():
 
 def test_bypass_mode():
     old, lp, adv, mask = ppo_tokens()
-    assert loss_of("bypass_mode", old, lp, adv, mask)[0].item() == loss_of("vanilla", old, lp, adv, mask)[0].item()
+    assert (
+        loss_of("bypass_mode", old, lp, adv, mask)[0].item()
+        == loss_of("vanilla", old, lp, adv, mask)[0].item()
+    )
     lp = lp.clone().requires_grad_()
     loss, metrics = loss_of("bypass_mode", old, lp, adv, mask, loss_type="reinforce", rollout_is="token")
     weights = torch.tensor([1.1, 1.5, 0.5, 2.0])  # truncated at 2
@@ -214,10 +224,18 @@ def test_bypass_mode():
 def test_every_loss_takes_the_uniform_keyword_set(name):
     g = torch.Generator().manual_seed(0)
     old = -torch.rand(3, 4, generator=g)
-    uniform = dict(clip_ratio=0.2, clip_ratio_low=None, clip_ratio_high=0.28, clip_ratio_c=3.0,
-                   rollout_is_weights=torch.ones(3, 4), agg_kwargs=dict(dp_size=1), generator=g)
-    loss, metrics = POLICY_LOSSES.get(name)(old, old + 0.1, torch.randn(3, 4, generator=g), torch.ones(3, 4),
-                                            "token-mean", **uniform)
+    uniform = {
+        "clip_ratio": 0.2,
+        "clip_ratio_low": None,
+        "clip_ratio_high": 0.28,
+        "clip_ratio_c": 3.0,
+        "rollout_is_weights": torch.ones(3, 4),
+        "agg_kwargs": {"dp_size": 1},
+        "generator": g,
+    }
+    loss, _metrics = POLICY_LOSSES.get(name)(
+        old, old + 0.1, torch.randn(3, 4, generator=g), torch.ones(3, 4), "token-mean", **uniform
+    )
     assert loss.dim() == 0 and torch.isfinite(loss)
 
 
@@ -242,7 +260,9 @@ def test_gradient_checks_in_float64():
     adv = torch.randn(2, 3, generator=g, dtype=torch.float64)
     mask = torch.tensor([[1, 1, 0], [1, 1, 1]])
     for name in ("vanilla", "gpg", "sapo", "dro", "geo_mean"):
-        assert torch.autograd.gradcheck(lambda x, n=name: POLICY_LOSSES.get(n)(old, x, adv, mask)[0], (lp,)), name
+        assert torch.autograd.gradcheck(
+            lambda x, n=name: POLICY_LOSSES.get(n)(old, x, adv, mask)[0], (lp,)
+        ), name
 
 
 # --- property: padded positions never matter ----------------------------------------------------
@@ -255,7 +275,9 @@ DETERMINISTIC = [n for n in POLICY_LOSSES.names() if n != "clip_cov"]
     name=st.sampled_from(POLICY_LOSSES.names()),
     seed=st.integers(0, 2**16),
     garbage=st.sampled_from([NAN, float("inf"), -1e30, 7.0]),
-    mode=st.sampled_from(["token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm"]),
+    mode=st.sampled_from(
+        ["token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm"]
+    ),
 )
 def test_masked_positions_never_change_loss_or_gradient(name, seed, garbage, mode):
     g = torch.Generator().manual_seed(seed)
@@ -269,8 +291,9 @@ def test_masked_positions_never_change_loss_or_gradient(name, seed, garbage, mod
     def evaluate(fill):
         tensors = [torch.where(mask, t, fill) for t in (old, lp, adv)]
         x = tensors[1].clone().requires_grad_()
-        loss, _ = POLICY_LOSSES.get(name)(tensors[0], x, tensors[2], mask, mode,
-                                          generator=torch.Generator().manual_seed(0))
+        loss, _ = POLICY_LOSSES.get(name)(
+            tensors[0], x, tensors[2], mask, mode, generator=torch.Generator().manual_seed(0)
+        )
         loss.backward()
         return loss.detach(), x.grad
 
