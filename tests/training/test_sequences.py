@@ -1,0 +1,41 @@
+import torch
+
+from rlrun.training.sequences import Sequences, forward_batched, pad_response, response_log_probs
+
+
+def _seq():
+    prompts = [torch.tensor([5, 6, 7]), torch.tensor([8]), torch.tensor([9, 10])]
+    ids = torch.tensor([[11, 12, 1, 0], [13, 0, 0, 0], [14, 15, 16, 17]])
+    mask = (ids != 0).long()
+    return Sequences.build(prompts, ids, mask, pad_id=0)
+
+
+def test_build_left_pads_prompts_and_keeps_responses_at_column_p():
+    seq = _seq()
+    assert seq.input_ids[:, :3].tolist() == [[5, 6, 7], [0, 0, 8], [0, 9, 10]]
+    assert torch.equal(seq.response_ids, torch.tensor([[11, 12, 1, 0], [13, 0, 0, 0], [14, 15, 16, 17]]))
+    assert seq.position_ids[1].tolist() == [0, 0, 0, 1, 1, 1, 1]  # padding positions are never read
+
+
+def test_rows_cut_shared_response_padding():
+    sub = _seq().rows(torch.tensor([1, 0]))
+    assert sub.response_mask.shape == (2, 3) and sub.input_ids.shape == (2, 6)
+    assert sub.response_ids[0].tolist() == [13, 0, 0]
+
+
+def test_concat_repads_both_sides():
+    a = _seq().rows(torch.tensor([1]))  # prompt width 3, response width 1
+    b = Sequences.build([torch.tensor([4, 4, 4, 4])], torch.tensor([[7, 7]]), torch.ones(1, 2), pad_id=0)
+    both = Sequences.concat([a, b])
+    assert both.input_ids.tolist() == [[0, 0, 0, 8, 13, 0], [4, 4, 4, 4, 7, 7]]
+    assert both.response_mask.tolist() == [[1, 0], [1, 1]]
+
+
+def test_log_probs_are_invariant_to_padding_and_batching(random_lm):
+    seq = _seq()
+    whole = response_log_probs(random_lm, seq, 0.7)[0] * seq.response_mask
+    alone = torch.cat([pad_response(response_log_probs(random_lm, seq.rows(torch.tensor([i])), 0.7)[0], 4)
+                       for i in range(3)]) * seq.response_mask
+    torch.testing.assert_close(whole, alone, rtol=1e-4, atol=1e-5)
+    chunked = forward_batched(lambda q: response_log_probs(random_lm, q, 0.7)[0], seq=seq, chunk=2)
+    torch.testing.assert_close(chunked * seq.response_mask, whole, rtol=1e-4, atol=1e-5)
