@@ -38,7 +38,9 @@ def load_wandb_run(path: str, api: Any = None) -> Run:
             "W&B runs need network access and an API key (WANDB_API_KEY or `wandb login`); "
             "without them, compare the local run directory (runs/<name>) instead."
         ) from exc
-    config = dict(wb_run.config)
+    config = {
+        key: value for key, value in dict(wb_run.config).items() if not key.startswith("_")
+    }  # not _wandb
     trainer = config.get("trainer") or {}
     algorithm = config.get("algorithm") or {}
     actor = config.get("actor") or {}

@@ -98,7 +98,7 @@ def test_a_wandb_run_maps_onto_the_run_directory_format():
     wb_run = SimpleNamespace(
         name="grpo-wb", id="abc123", state="crashed", commit="feedbeef",
         config={"trainer": {"seed": 3, "total_steps": 10}, "model": {"path": "rlrun:tiny-base"},
-                "algorithm": {"advantage": "grpo"}, "actor": {"policy_loss": "vanilla"}},
+                "algorithm": {"advantage": "grpo"}, "actor": {"policy_loss": "vanilla"}, "_wandb": {"x": 1}},
         scan_history=lambda: iter(history),
     )
     api = SimpleNamespace(run=lambda path: wb_run if path == "me/rlrun/abc123" else None)
@@ -107,4 +107,4 @@ def test_a_wandb_run_maps_onto_the_run_directory_format():
     assert run.status == "failed" and run.meta["total_steps"] == 10 and run.meta["seed"] == 3
     assert run.rows[0] == {"step": 1, "wall_time_s": 3.5, "critic/score/mean": 0.25, "samples": 128}
     assert math.isnan(run.rows[1]["val/accuracy"])
-    assert run.recipe["model"]["path"] == "rlrun:tiny-base"
+    assert run.recipe["model"]["path"] == "rlrun:tiny-base" and "_wandb" not in run.recipe
