@@ -41,7 +41,7 @@ import torch
 RELAUNCH_ENV = "RLRUN_LAUNCHED"
 STRATEGIES = ("ddp", "fsdp2", "deepspeed_zero2", "deepspeed_zero3")
 MIXED_PRECISIONS = ("no", "bf16", "fp16")
-ENTRY_MODULE = "rlrun.cli"  # what each launched process runs: python -m rlrun.cli <argv>
+ENTRY_MODULE = "rlrun.launch"  # each launched process runs `python -m rlrun.launch <argv>`
 
 
 def is_relaunched() -> bool:
@@ -62,7 +62,7 @@ def relaunch_with_accelerate(
     mixed_precision: str = "no",
     cpu: bool | None = None,
 ) -> int:
-    """Run ``python -m rlrun.cli <argv>`` in ``num_processes`` processes; return the exit code.
+    """Run the rlrun command ``argv`` in ``num_processes`` processes; return the exit code.
 
     Args:
         argv: the rlrun command line without the program name, e.g.
@@ -187,3 +187,9 @@ def _check_topology(num_processes: int, num_machines: int, machine_rank: int, ma
         raise ValueError(f"machine_rank must be in [0, {num_machines}), got {machine_rank}")
     if num_machines > 1 and not main_process_ip:
         raise ValueError("more than one machine needs main_process_ip (the address of machine 0)")
+
+
+if __name__ == "__main__":  # a launched process: the same rlrun command line, run in-process
+    from rlrun.cli import app
+
+    app(prog_name="rlrun")

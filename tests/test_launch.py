@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import subprocess
 import sys
 import textwrap
 from pathlib import Path
@@ -34,7 +35,7 @@ def test_ddp_command_runs_rlrun_module_with_topology(tmp_path):
     assert _value(command, "--main_process_port") == "29600"
     assert _value(command, "--mixed_precision") == "bf16"
     assert "--multi_gpu" in command
-    assert command[-4:] == ["--module", "rlrun.cli", "train", "r.yaml"]
+    assert command[-4:] == ["--module", "rlrun.launch", "train", "r.yaml"]
     assert list(tmp_path.iterdir()) == []  # ddp needs no file
 
 
@@ -87,6 +88,11 @@ def test_impossible_launches_are_refused(tmp_path, kw, match):
 def test_deepspeed_config_rejects_other_stages():
     with pytest.raises(ValueError, match="stage"):
         launch.deepspeed_config(1)
+
+
+def test_the_entry_module_runs_the_rlrun_cli():
+    command = [sys.executable, "-m", launch.ENTRY_MODULE, "--help"]
+    assert "Usage: rlrun" in subprocess.run(command, capture_output=True, text=True, check=True).stdout
 
 
 def test_relaunch_refuses_to_recurse(monkeypatch):
