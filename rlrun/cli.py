@@ -245,12 +245,14 @@ def recipes_copy(
         target = copy_builtin(name, dest)
     except KeyError:
         err_console.print(
-            f"[red]No built-in recipe {name!r}.[/] Choose one of: {', '.join(builtin_names())}."
+            f"[red]No built-in recipe {name!r}.[/] Choose one of: {', '.join(builtin_names())}.",
+            soft_wrap=True,
         )
         raise typer.Exit(USER_ERROR) from None
     except FileExistsError as exc:
         err_console.print(
-            f"[red]{exc.args[0]} already exists;[/] rlrun does not overwrite it. Pick another name."
+            f"[red]{exc.args[0]} already exists;[/] rlrun does not overwrite it. Pick another name.",
+            soft_wrap=True,
         )
         raise typer.Exit(USER_ERROR) from None
     console.print(f"Wrote {target}. Check it with `rlrun validate {target}`.", soft_wrap=True)

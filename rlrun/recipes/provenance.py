@@ -31,6 +31,7 @@ class Source:
 
 
 DEFAULT = Source("default")
+_NEARNESS: list[SourceKind] = ["default", "base recipe", "file", "override"]
 
 
 class Provenance:
@@ -41,12 +42,8 @@ class Provenance:
         self.sources: dict[KeyPath, Source] = {}
 
     def of(self, path: KeyPath) -> Source:
-        """The source of `path`'s value: its own, or that of the nearest layer that wrote an
-        enclosing list or mapping; `default` if no layer wrote it."""
-        for end in range(len(path), 0, -1):
-            if (source := self.sources.get(path[:end])) is not None:
-                return source
-        return DEFAULT
+        """The source of the value at `path`; `default` if no layer wrote it."""
+        return self.sources.get(path, DEFAULT)
 
     def replace(self, path: KeyPath, sources: dict[KeyPath, Source]) -> None:
         """A layer replaced the value at `path` (and so everything under it)."""
@@ -57,8 +54,11 @@ class Provenance:
     def issue(self, path: KeyPath, message: str, **fields: str | None) -> ConfigIssue:
         """A ConfigIssue located where `path`'s value was written (for a default value, the
         recipe file without a line: that is where the fix goes)."""
-        source = self.of(path)
-        if source.kind == "default":
+        # A key no layer wrote (a default, or a missing key) is located at the nearest enclosing
+        # mapping or list that one did; failing that, at the recipe file itself.
+        enclosing = (path[:end] for end in range(len(path), 0, -1))
+        source = next((self.sources[p] for p in enclosing if p in self.sources), None)
+        if source is None or source.kind == "default":
             source = Source("default", file=self.recipe_file)
         return ConfigIssue(
             message,
@@ -71,6 +71,7 @@ class Provenance:
         )
 
     def user_set(self, *paths: KeyPath) -> KeyPath:
-        """The first of `paths` whose value the user's recipe chain or overrides wrote (else
-        the first): the key an error about several keys is best reported at."""
-        return next((p for p in paths if self.of(p).kind != "default"), paths[0])
+        """Of `paths`, the one written closest to the user (override, then the recipe file,
+        then a base recipe; the first on ties): where an error about several keys is best
+        reported, since that is most likely the change that broke the recipe."""
+        return max(paths, key=lambda path: _NEARNESS.index(self.of(path).kind))

@@ -73,7 +73,7 @@ def groups_need_samples(recipe: Recipe, provenance: Provenance) -> Iterator[Conf
 def gae_needs_critic(recipe: Recipe, provenance: Provenance) -> Iterator[ConfigIssue]:
     if recipe.algorithm.advantage == "gae" and not recipe.critic.enabled:
         yield provenance.issue(
-            ("algorithm", "advantage"),
+            provenance.user_set(("algorithm", "advantage"), ("critic", "enabled")),
             "the `gae` advantage needs value estimates, which come from a critic",
             code="gae-needs-critic",
             expected="critic.enabled: true",
@@ -240,9 +240,8 @@ def dr_grpo_half_applied(recipe: Recipe, provenance: Provenance) -> Iterator[Con
     std_norm = recipe.algorithm.norm_adv_by_std_in_grpo
     dr_agg = recipe.actor.loss_agg_mode == "seq-mean-token-sum-norm"
     if std_norm == dr_agg:  # one of Dr.GRPO's two changes without the other
-        key = ("algorithm", "norm_adv_by_std_in_grpo") if dr_agg else ("actor", "loss_agg_mode")
         yield provenance.issue(
-            key,
+            provenance.user_set(("algorithm", "norm_adv_by_std_in_grpo"), ("actor", "loss_agg_mode")),
             "Dr.GRPO is two changes made together: no std-normalisation of advantages "
             "(`algorithm.norm_adv_by_std_in_grpo: false`) and a constant-length normaliser "
             "(`actor.loss_agg_mode: seq-mean-token-sum-norm`); this recipe has only one of them",

@@ -1,0 +1,280 @@
+"""Every cross-field rule, broken by a small recipe; messages checked word for word where it matters."""
+
+import pytest
+
+from rlrun.recipes import load_recipe
+
+
+def test_group_estimator_needs_two_samples(write, only_error):
+    write("r.yaml", "extends: rloo\ntrainer:\n  prompts_per_step: 128\nrollout:\n  n: 1\n")
+    issue = only_error("r.yaml")
+    assert issue.code == "group-needs-n"
+    assert issue.format() == (
+        "r.yaml, line 5, column 3, `rollout.n`: the `rloo` advantage compares each response with the other "
+        "responses to the same prompt, so it needs at least 2 samples per prompt. Expected rollout.n >= 2. "
+        "Found rollout.n: 1. Fix: set `rollout.n: 8` (or choose an estimator without groups: "
+        "reinforce_plus_plus, remax, gae)."
+    )
+
+
+@pytest.mark.parametrize(
+    "advantage", ["grpo", "rloo", "opo", "gpg", "reinforce_plus_plus_baseline", "grpo_passk"]
+)
+def test_every_group_estimator_needs_two_samples(advantage, errors):
+    issues = errors(
+        "base", (f"algorithm.advantage={advantage}", "rollout.n=1", "trainer.prompts_per_step=128")
+    )
+    assert [i.code for i in issues] == ["group-needs-n"]
+
+
+def test_non_group_estimator_takes_one_sample():
+    load_recipe(
+        "base", ("algorithm.advantage=reinforce_plus_plus", "rollout.n=1", "trainer.prompts_per_step=128")
+    )
+
+
+def test_dynamic_sampling_needs_two_samples(write, errors):
+    write(
+        "r.yaml",
+        "extends: reinforce_pp\nrollout:\n  n: 1\ntrainer:\n  prompts_per_step: 128\n"
+        "algorithm:\n  group_filter:\n    enabled: true\n",
+    )
+    [issue] = errors("r.yaml")
+    assert (issue.code, issue.key, issue.line) == ("group-filter-needs-n", "rollout.n", 3)
+    assert "with one sample per prompt every group is dropped" in issue.message
+
+
+def test_gae_needs_a_critic(write, only_error):
+    write("r.yaml", "extends: ppo\ncritic:\n  enabled: false\n")
+    issue = only_error("r.yaml")
+    assert issue.code == "gae-needs-critic"
+    assert issue.format().startswith(
+        "r.yaml, line 3, column 3, `critic.enabled`: the `gae` advantage needs value estimates, which come from a critic. "
+        "Expected critic.enabled: true. Found critic.enabled: false."
+    )
+
+
+def test_gae_error_points_at_the_users_line(write, only_error):
+    write("r.yaml", "extends: base\nalgorithm:\n  advantage: gae\n")
+    issue = only_error("r.yaml")
+    assert (issue.code, issue.line, issue.column) == ("gae-needs-critic", 3, 3)
+
+
+def test_distillation_needs_a_teacher(write, only_error):
+    write("r.yaml", "extends: opd\ndistillation:\n  teacher: null\n")
+    issue = only_error("r.yaml")
+    assert issue.format() == (
+        "r.yaml, line 3, column 3, `distillation.teacher`: on-policy distillation needs a teacher to score the "
+        "student's tokens. Expected a model (`rlrun:tiny-teacher`, a local folder or a hub id). Found null. "
+        "Fix: set `distillation.teacher`, or `distillation.enabled: false`."
+    )
+
+
+def test_direct_distillation_with_k1_is_an_error(write, only_error):
+    write("r.yaml", "extends: opd\ndistillation:\n  use_policy_gradient: false\n  loss: k1\n")
+    issue = only_error("r.yaml")
+    assert (issue.code, issue.key, issue.line) == ("distillation-direct-k1", "distillation.loss", 4)
+    assert "does not depend on the teacher" in issue.message
+    load_recipe("r.yaml", ("distillation.loss=k3",))  # k3 direct is fine
+    load_recipe("r.yaml", ("distillation.use_policy_gradient=true",))  # k1 as policy gradient is fine
+
+
+def test_clip_ratio_c_must_exceed_one(write, only_error):
+    write("r.yaml", "extends: base\nactor:\n  clip_ratio_c: 1.0\n")
+    assert only_error("r.yaml").format() == (
+        "r.yaml, line 3, column 3, `actor.clip_ratio_c`: value out of range. Expected greater than 1. Found 1.0. "
+        "Fix: set `actor.clip_ratio_c` to a value greater than 1."
+    )
+
+
+def test_overlong_buffer_must_fit_the_response(write, only_error):
+    write("r.yaml", "extends: dapo\nrollout:\n  max_response_tokens: 3\n")
+    issue = only_error("r.yaml")
+    assert issue.code == "overlong-buffer"
+    assert issue.expected == "0 < buffer_tokens <= rollout.max_response_tokens (3)"
+    assert issue.found == "buffer_tokens: 4"
+    write("zero.yaml", "extends: dapo\nreward:\n  overlong_shaping:\n    buffer_tokens: 0\n")
+    issue = only_error("zero.yaml")
+    assert (issue.code, issue.line) == ("out-of-range", 4)
+
+
+def test_samples_must_split_into_mini_batches(write, only_error):
+    write("r.yaml", "extends: grpo\ntrainer:\n  prompts_per_step: 12\n")
+    assert only_error("r.yaml").format() == (
+        "r.yaml, line 3, column 3, `trainer.prompts_per_step`: each step trains on trainer.prompts_per_step × "
+        "rollout.n = 12 × 8 = 96 samples, which do not split into mini-batches of 128. Expected "
+        "actor.mini_batch_samples dividing 96. Found 96 % 128 = 96. Fix: set `actor.mini_batch_samples: 96` and "
+        "`actor.micro_batch_samples` to a divisor of it, or change the prompts per step or n."
+    )
+
+
+def test_mini_batch_suggestions_respect_the_micro_batch(write, only_error):
+    write("r.yaml", "extends: grpo\nactor:\n  mini_batch_samples: 48\n  micro_batch_samples: 16\n")
+    issue = only_error("r.yaml")
+    assert (issue.key, issue.line) == ("actor.mini_batch_samples", 3)
+    assert issue.fix.startswith("set `actor.mini_batch_samples` to one of 16, 32, 64, 128")
+
+
+def test_mini_batch_must_split_into_micro_batches(write, only_error):
+    write("r.yaml", "extends: grpo\nactor:\n  micro_batch_samples: 48\n")
+    assert only_error("r.yaml").format() == (
+        "r.yaml, line 3, column 3, `actor.micro_batch_samples`: a mini-batch of 128 samples does not split into "
+        "micro-batches of 48. Expected actor.micro_batch_samples dividing 128. Found 128 % 48 = 32. Fix: set "
+        "`actor.micro_batch_samples` to a divisor of `actor.mini_batch_samples`."
+    )
+
+
+def test_data_files_must_exist(write, errors):
+    write("train.jsonl", '{"prompt": "1+1=", "answer": "2"}\n')
+    write("r.yaml", "extends: grpo\ndata:\n  source: train.jsonl\n  val_source: missing.parquet\n")
+    [issue] = errors("r.yaml")
+    assert (issue.code, issue.key, issue.line) == ("data-missing", "data.val_source", 4)
+    assert issue.found == '"missing.parquet"'
+    write("s.yaml", "extends: grpo\ndata:\n  source: train.csv\n")
+    [issue] = errors("s.yaml")
+    assert (issue.code, issue.line) == ("data-source", 3)
+
+
+@pytest.mark.parametrize(
+    "yaml_text, key, expected",
+    [
+        ("actor:\n  optimizer:\n    lr: -1.0e-4\n", "actor.optimizer.lr", "greater than 0"),
+        ("rollout:\n  temperature: 0\n", "rollout.temperature", "greater than 0"),
+        ("rollout:\n  top_p: 0\n", "rollout.top_p", "greater than 0"),
+        ("rollout:\n  top_p: 1.5\n", "rollout.top_p", "less than or equal to 1"),
+    ],
+)
+def test_out_of_range_values(write, only_error, yaml_text, key, expected):
+    write("r.yaml", "extends: base\n" + yaml_text)
+    issue = only_error("r.yaml")
+    assert (issue.code, issue.key, issue.expected, issue.line) == (
+        "out-of-range",
+        key,
+        expected,
+        yaml_text.count("\n") + 1,
+    )
+
+
+def test_wrong_types(write, errors):
+    write("r.yaml", 'extends: base\nrollout:\n  n: "8"\ncritic:\n  enabled: yes\nactor: 3\n')
+    issues = errors("r.yaml")
+    assert [(i.code, i.key, i.line) for i in issues] == [
+        ("wrong-type", "rollout.n", 3),
+        ("wrong-type", "critic.enabled", 5),
+        ("wrong-type", "actor", 6),
+    ]
+    assert issues[0].format() == (
+        'r.yaml, line 3, column 3, `rollout.n`: wrong type. Expected a valid integer. Found "8" (a string). '
+        "Fix: write a valid integer (a YAML string in quotes is never a number)."
+    )
+    assert issues[2].expected == "a valid dictionary"
+
+
+def test_unknown_keys_suggest_the_right_one(write, errors):
+    write(
+        "r.yaml", "extends: base\nrollout:\n  temprature: 0.7\nalgorithm:\n  kl_in_reward:\n    coeff: 0.1\n"
+    )
+    issues = errors("r.yaml")
+    assert [i.format() for i in issues] == [
+        (
+            "r.yaml, line 3, column 3, `rollout.temprature`: unknown key; did you mean `rollout.temperature`? "
+            "Fix: rename or remove it (`rlrun schema` lists every key)."
+        ),
+        (
+            "r.yaml, line 6, column 5, `algorithm.kl_in_reward.coeff`: unknown key; did you mean "
+            "`algorithm.kl_in_reward.coef`? Fix: rename or remove it (`rlrun schema` lists every key)."
+        ),
+    ]
+
+
+def test_unknown_key_without_a_close_match_lists_the_section(write, only_error):
+    write("r.yaml", "extends: base\nreference:\n  zzz: 1\n")
+    assert only_error("r.yaml").expected == "one of path"
+
+
+def test_invalid_choice_suggests_the_close_one(write, only_error):
+    write("r.yaml", "extends: base\nactor:\n  loss_agg_mode: seq-mean-token-sum-nrm\n")
+    issue = only_error("r.yaml")
+    assert issue.code == "invalid-choice"
+    assert "did you mean 'seq-mean-token-sum-norm'?" in issue.message
+    assert issue.line == 3
+
+
+def test_all_errors_at_once_including_rules_next_to_schema_errors(write, errors):
+    write(
+        "r.yaml",
+        "extends: grpo\nrollout:\n  n: 1\n  top_p: 2.0\nalgorithm:\n  advantage: grpoo\n"
+        "actor:\n  policy_loss: gspoo\n",
+    )
+    issues = errors("r.yaml")
+    assert [(i.code, i.line) for i in issues] == [
+        ("batch-divisibility", 3),
+        ("out-of-range", 4),
+        ("unknown-name", 6),
+        ("unknown-name", 8),
+    ]
+
+
+# --- notices ------------------------------------------------------------------------------
+
+
+def notice_codes(path, overrides=()):
+    return [n.code for n in load_recipe(path, overrides).notices]
+
+
+def test_kl_in_reward_and_kl_loss_together(write):
+    write("r.yaml", "extends: grpo\nalgorithm:\n  kl_in_reward:\n    enabled: true\n")
+    [notice] = load_recipe("r.yaml").notices
+    assert notice.code == "kl-twice"
+    text = notice.format()
+    assert "applied twice: once through the reward (and so the advantage)" in text
+    assert "`algorithm.kl_in_reward.enabled: true`" in text and "`actor.kl_loss.enabled: true`" in text
+    assert "Fix: keep one: set `algorithm.kl_in_reward.enabled: false` (GRPO style) or " in text
+
+
+def test_gspo_with_token_summed_aggregation(write):
+    write("r.yaml", "extends: gspo\nactor:\n  loss_agg_mode: seq-mean-token-sum\n")
+    [notice] = load_recipe("r.yaml").notices
+    assert (notice.code, notice.line) == ("gspo-length-weighted", 3)
+    assert "so long sequences silently weigh more" in notice.message
+
+
+def test_entropy_bonus_with_a_group_estimator(write):
+    write("r.yaml", "extends: grpo\nactor:\n  entropy_coef: 0.01\n")
+    assert notice_codes("r.yaml") == ["entropy-with-groups"]
+    assert notice_codes("ppo", ("actor.entropy_coef=0.01",)) == []
+
+
+def test_dr_grpo_half_applied(write):
+    write("std_only.yaml", "extends: grpo\nalgorithm:\n  norm_adv_by_std_in_grpo: false\n")
+    [notice] = load_recipe("std_only.yaml").notices
+    assert (notice.code, notice.key, notice.line) == ("dr-grpo-half", "algorithm.norm_adv_by_std_in_grpo", 3)
+    write("agg_only.yaml", "extends: grpo\nactor:\n  loss_agg_mode: seq-mean-token-sum-norm\n")
+    [notice] = load_recipe("agg_only.yaml").notices
+    assert (notice.code, notice.key, notice.line) == ("dr-grpo-half", "actor.loss_agg_mode", 3)
+    assert "this recipe has only one of them" in notice.message
+
+
+def test_dynamic_sampling_with_few_samples(write):
+    write("r.yaml", "extends: dapo\nrollout:\n  n: 2\ntrainer:\n  prompts_per_step: 64\n")
+    [notice] = load_recipe("r.yaml").notices
+    assert (notice.code, notice.line) == ("group-filter-small-n", 3)
+
+
+def test_kl_coefficient_without_its_switch(write):
+    write("r.yaml", "extends: dapo\nactor:\n  kl_loss:\n    coef: 0.01\n")
+    [notice] = load_recipe("r.yaml").notices
+    assert (notice.code, notice.key, notice.line) == ("kl-coef-unused", "actor.kl_loss.coef", 4)
+    assert (
+        notice.message
+        == "the KL coefficient is set, but `actor.kl_loss.enabled` is false, so it has no effect"
+    )
+
+
+def test_kl_switch_without_a_coefficient():
+    assert notice_codes("rloo", ("algorithm.kl_in_reward.coef=0",)) == ["kl-coef-zero"]
+
+
+def test_strict_makes_notices_errors(errors):
+    issues = errors("grpo", ("actor.entropy_coef=0.01",), strict=True)
+    assert [i.code for i in issues] == ["entropy-with-groups"]

@@ -1,0 +1,148 @@
+"""The `rlrun` command line: exit codes and no tracebacks through a real subprocess; output in-process."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from rlrun.cli import app
+from rlrun.recipes import builtin_names
+
+runner = CliRunner()
+
+
+def rlrun(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    """The CLI as a user runs it: a fresh process, its real exit code and streams."""
+    command = [sys.executable, "-c", "from rlrun.cli import app; app(prog_name='rlrun')", *args]
+    return subprocess.run(command, check=False, cwd=cwd, capture_output=True, text=True, timeout=120)
+
+
+@pytest.fixture
+def bad_recipe(tmp_path: Path) -> Path:
+    path = tmp_path / "bad.yaml"
+    path.write_text("extends: grpo\nrollout:\n  temprature: 0.7\nactor:\n  clip_ratio_c: 0.5\n")
+    return path
+
+
+def test_validate_a_valid_recipe_exits_0(tmp_path):
+    result = rlrun("validate", "dapo", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "is a valid recipe" in result.stdout
+    assert "grpo × vanilla × no KL" in result.stdout
+    assert "Batch plan per step" in result.stdout and "optimizer steps" in result.stdout
+
+
+def test_validate_errors_exit_2_without_traceback(tmp_path, bad_recipe):
+    result = rlrun("validate", str(bad_recipe), "rollout.top_p=0", cwd=tmp_path)
+    assert result.returncode == 2
+    output = result.stdout + result.stderr
+    assert "Traceback" not in output
+    text = " ".join(result.stderr.replace("│", " ").split())
+    assert "3 errors" in text
+    assert (
+        "bad.yaml, line 3, column 3, `rollout.temprature`: unknown key; did you mean `rollout.temperature`?"
+        in text
+    )
+    assert "bad.yaml, line 5, column 3, `actor.clip_ratio_c`: value out of range." in text
+    assert "command-line override `rollout.top_p=0`, `rollout.top_p`: value out of range." in text
+
+
+def test_missing_recipe_exits_2_without_traceback(tmp_path):
+    result = rlrun("validate", "no_such_recipe.yaml", cwd=tmp_path)
+    assert result.returncode == 2
+    assert "Traceback" not in result.stdout + result.stderr
+    assert "the recipe file does not exist" in result.stderr
+
+
+def test_validate_json_and_strict(tmp_path, bad_recipe):
+    result = rlrun("validate", str(bad_recipe), "--json", cwd=tmp_path)
+    assert result.returncode == 2
+    report = json.loads(result.stdout)
+    assert report["valid"] is False
+    assert [(e["key"], e["line"], e["code"]) for e in report["errors"]] == [
+        ("rollout.temprature", 3, "unknown-key"),
+        ("actor.clip_ratio_c", 5, "out-of-range"),
+    ]
+    assert report["errors"][0]["text"].startswith("bad.yaml, line 3, column 3")
+
+    result = rlrun("validate", "grpo", "actor.entropy_coef=0.01", "--json", "--strict", cwd=tmp_path)
+    assert result.returncode == 2
+    assert [e["code"] for e in json.loads(result.stdout)["errors"]] == ["entropy-with-groups"]
+
+
+def test_validate_json_of_a_valid_recipe():
+    result = runner.invoke(app, ["validate", "grpo", "algorithm.kl_in_reward.enabled=true", "--json"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["valid"] is True
+    assert report["algorithm"]["kl_placement"] == "reward+loss"
+    assert report["batch_plan"]["samples"] == 128
+    assert report["batch_plan"]["optimizer_steps"] == 1
+    assert [n["code"] for n in report["notices"]] == ["kl-twice"]
+
+
+def test_validate_prints_notices_and_exits_0():
+    result = runner.invoke(app, ["validate", "grpo", "algorithm.kl_in_reward.enabled=true"])
+    assert result.exit_code == 0
+    assert "1 notice" in result.stderr
+    assert "applied twice" in " ".join(result.stderr.replace("│", " ").split())
+
+
+def test_show_resolves_and_marks_provenance(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "my.yaml").write_text("extends: dapo\ntrainer:\n  total_steps: 150\n")
+    result = runner.invoke(app, ["show", "my.yaml", "rollout.temperature=0.9"])
+    assert result.exit_code == 0, result.output
+    resolved = yaml.safe_load(result.stdout)
+    assert resolved["trainer"]["total_steps"] == 150
+    assert resolved["algorithm"]["group_filter"]["enabled"] is True
+
+    result = runner.invoke(app, ["show", "my.yaml", "rollout.temperature=0.9", "--provenance"])
+    lines = {line.split(":")[0].strip(): line for line in result.stdout.splitlines()}
+    assert lines["total_steps"].endswith("# file my.yaml:3")
+    assert lines["temperature"].endswith("# override rollout.temperature=0.9")
+    assert lines["top_p"].endswith("# default")
+    assert "# base recipe " in lines["clip_ratio_high"] and "dapo.yaml:" in lines["clip_ratio_high"]
+
+
+def test_show_errors_exit_2(bad_recipe):
+    result = runner.invoke(app, ["show", str(bad_recipe)])
+    assert result.exit_code == 2
+    assert "unknown key" in result.stderr
+
+
+def test_schema_is_json_schema():
+    result = runner.invoke(app, ["schema"])
+    assert result.exit_code == 0
+    schema = json.loads(result.stdout)
+    assert schema["title"] == "rlrun recipe"
+    assert "extends" in schema["properties"]
+
+
+def test_recipes_lists_and_copies(tmp_path):
+    result = runner.invoke(app, ["recipes"])
+    assert result.exit_code == 0
+    for name in builtin_names():
+        assert name in result.stdout
+    assert "DAPO: clip-higher" in result.stdout
+
+    target = tmp_path / "my.yaml"
+    assert runner.invoke(app, ["recipes", "copy", "dapo", str(target)]).exit_code == 0
+    assert target.read_text().startswith("extends: base")
+    again = runner.invoke(app, ["recipes", "copy", "grpo", str(target)])
+    assert again.exit_code == 2
+    assert "already exists" in again.stderr
+    assert target.read_text().startswith('extends: base\ndescription: "DAPO')
+    unknown = runner.invoke(app, ["recipes", "copy", "nope", str(tmp_path / "x.yaml")])
+    assert unknown.exit_code == 2 and "No built-in recipe 'nope'" in unknown.stderr
+
+
+def test_components_lists_registered_names():
+    result = runner.invoke(app, ["components"])
+    assert result.exit_code == 0
+    for name in ("advantage", "grpo", "policy_loss", "gspo", "rlrun:exact_match", "rollout_engine", "vllm"):
+        assert name in result.stdout
