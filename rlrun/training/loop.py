@@ -61,6 +61,8 @@ def train(loaded: LoadedRecipe, options: RunOptions, *, say: Say = print, overri
             run.log(step, metrics)
             if run.checkpoint_due(step):
                 run.checkpoint()
+            if run.stop_requested:  # Ctrl-C: the step is complete, the run stops here
+                break
     return run
 
 

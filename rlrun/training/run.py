@@ -7,6 +7,8 @@ Only the main process touches the disk or W&B; every process builds the same `Se
 from __future__ import annotations
 
 import json
+import signal
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -72,6 +74,7 @@ class Run:
         path = default_run_dir(loaded, options)
         self.dir = RunDir(path)
         self.start_wall = 0.0
+        self.stop_requested = False
         resume_from = None
         if options.resume:
             ckpt.remove_partial_checkpoints(self.dir.checkpoints)
@@ -145,20 +148,32 @@ class Run:
 
     @contextmanager
     def supervise(self) -> Iterator[None]:
-        """Ctrl-C: checkpoint the last completed step, mark the run interrupted, exit cleanly.
-        Any error: mark it failed (the last good checkpoint stays) and re-raise."""
+        """Ctrl-C asks the loop to stop after the current step (`stop_requested`); the run then
+        saves a checkpoint of that step and ends "interrupted". A second Ctrl-C stops at once
+        (the half-done step is lost; the last checkpoint stays). Any error marks the run failed."""
         status = "failed"
+        previous = None
+        if threading.current_thread() is threading.main_thread():
+            previous = signal.signal(signal.SIGINT, self._on_sigint)
         try:
             yield
-            status = "finished"
+            status = "interrupted" if self.stop_requested else "finished"
         except KeyboardInterrupt:
             status = "interrupted"
-            if self.session.step > 0:
-                self.say(f"Interrupted: saving a checkpoint of step {self.session.step}...")
-                self.checkpoint()
-            self.say(f"Interrupted. Continue with `rlrun resume {self.dir.path}`.")
         finally:
+            if previous is not None:
+                signal.signal(signal.SIGINT, previous)
+            if status == "interrupted":
+                if self.stop_requested and self.session.step > 0 and not self.checkpoint_due(self.session.step):
+                    self.checkpoint()
+                self.say(f"Interrupted at step {self.session.step}. Continue with `rlrun resume {self.dir.path}`.")
             self.close(status)
+
+    def _on_sigint(self, signum: int, frame: Any) -> None:
+        if self.stop_requested:
+            raise KeyboardInterrupt
+        self.stop_requested = True
+        self.say("Ctrl-C: finishing this step, then saving a checkpoint (Ctrl-C again stops at once).")
 
     def close(self, status: str) -> None:
         if self.main:

@@ -1,0 +1,140 @@
+"""End-to-end runs on the embedded tiny models: every built-in recipe for a few steps, exact
+resume after kill -9, Ctrl-C, refusal to reuse a run directory, and the dry run."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from rlrun.errors import RecipeError
+from rlrun.recipes import builtin_names, load_recipe
+from rlrun.training.loop import train
+from rlrun.training.run import RunOptions
+
+pytestmark = pytest.mark.slow
+
+RECIPES = [name for name in builtin_names() if name != "base"]
+# Quantities that depend on the clock, not on the computation.
+CLOCK_KEYS = ("wall_time_s", "timing_s/", "perf/")
+
+
+def small(recipe: str, steps: int = 3, **extra: object) -> list[str]:
+    """Overrides that shrink a recipe to a few seconds: 4 prompts a step, 2 mini-batches of 2
+    micro-batches each (so accumulation and several optimizer steps are exercised)."""
+    n = load_recipe(recipe).recipe.rollout.n
+    settings = {"trainer.total_steps": steps, "trainer.prompts_per_step": 4, "trainer.eval.prompts": 32,
+                "trainer.eval.every_steps": 0, "trainer.checkpoint.every_steps": 2, "actor.mini_batch_samples": 2 * n,
+                "actor.micro_batch_samples": n, "logging.console.enabled": False, "logging.samples_every_steps": 1,
+                **extra}
+    return [f"{key}={value}" for key, value in settings.items()]
+
+
+def records(run_dir: Path) -> list[dict]:
+    return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+
+
+def without_clock(rows: list[dict]) -> list[dict]:
+    return [{k: v for k, v in row.items() if not k.startswith(CLOCK_KEYS)} for row in rows]
+
+
+@pytest.mark.parametrize("recipe", RECIPES)
+def test_every_recipe_trains_checkpoints_and_resumes(recipe, tmp_path):
+    overrides = small(recipe)
+    run_dir = tmp_path / recipe
+    run = train(load_recipe(recipe, overrides), RunOptions(run_dir=run_dir), overrides=overrides)
+    assert run.status == "finished"
+    rows = records(run_dir)
+    assert [r["step"] for r in rows] == [0, 1, 2, 3]
+    for key in ("actor/grad_norm", "actor/entropy", "actor/lr", "critic/score/mean", "response_length/mean",
+                "timing_s/gen", "timing_s/update_actor", "perf/throughput", "samples"):
+        assert key in rows[1], key
+    assert "val/accuracy" in rows[0] and "val/accuracy" in rows[-1]
+    meta = json.loads((run_dir / "meta.json").read_text())
+    assert meta["status"] == "finished" and meta["end_time"] and meta["algorithm"]["advantage"]
+    assert (run_dir / "resolved.yaml").exists() and json.loads((run_dir / "overrides.json").read_text()) == overrides
+    assert sorted(p.name for p in (run_dir / "checkpoints").iterdir()) == ["step_000002", "step_000003"]
+    last = run_dir / "checkpoints" / "step_000003"
+    AutoModelForCausalLM.from_pretrained(last)  # plain transformers reads it
+    AutoTokenizer.from_pretrained(last)
+    assert [json.loads(line)["step"] for line in (run_dir / "samples.jsonl").read_text().splitlines()][-1] == 3
+
+    more = [*overrides, "trainer.total_steps=4"]
+    resumed = train(load_recipe(recipe, more), RunOptions(run_dir=run_dir, resume=True), overrides=more)
+    assert resumed.status == "finished"
+    assert [r["step"] for r in records(run_dir)] == [0, 1, 2, 3, 4]
+    assert without_clock(records(run_dir))[:4] == without_clock(rows)
+
+
+def _cli(*args: str) -> list[str]:
+    return [sys.executable, "-c", "from rlrun.cli import app; app()", *args]
+
+
+def test_kill_9_then_resume_ends_exactly_like_an_uninterrupted_run(tmp_path):
+    overrides = small("grpo", steps=6)
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    subprocess.run(_cli("train", "grpo", *overrides, "--run-dir", str(tmp_path / "straight")), env=env, check=True,
+                   capture_output=True)
+
+    killed = tmp_path / "killed"
+    proc = subprocess.Popen(_cli("train", "grpo", *overrides, "--run-dir", str(killed)), env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 300
+    while time.time() < deadline and proc.poll() is None:  # kill mid step 5: step_000004 exists
+        if (killed / "metrics.jsonl").exists() and any(r["step"] == 4 for r in records(killed)):
+            break
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert json.loads((killed / "meta.json").read_text())["status"] == "running"  # nobody could say otherwise
+    assert (killed / "checkpoints" / "step_000004").is_dir()
+
+    subprocess.run(_cli("resume", str(killed)), env=env, check=True, capture_output=True)
+    assert without_clock(records(killed)) == without_clock(records(tmp_path / "straight"))
+    assert json.loads((killed / "meta.json").read_text())["status"] == "finished"
+
+
+def test_a_run_directory_is_never_reused_by_accident(tmp_path):
+    overrides = small("grpo", steps=1)
+    loaded = load_recipe("grpo", overrides)
+    train(loaded, RunOptions(run_dir=tmp_path / "r"), overrides=overrides)
+    with pytest.raises(RecipeError, match="already exists"):
+        train(loaded, RunOptions(run_dir=tmp_path / "r"))
+    changed = load_recipe("grpo", [*overrides, "data.arithmetic.digits=3"])
+    with pytest.raises(RecipeError, match="data.arithmetic"):
+        train(changed, RunOptions(run_dir=tmp_path / "r", resume=True))
+    train(loaded, RunOptions(run_dir=tmp_path / "r", overwrite=True))
+    assert [r["step"] for r in records(tmp_path / "r")] == [0, 1]
+
+
+def test_ctrl_c_saves_a_checkpoint_and_marks_the_run_interrupted(tmp_path):
+    run_dir = tmp_path / "r"
+    proc = subprocess.Popen(_cli("train", "grpo", *small("grpo", steps=200), "--run-dir", str(run_dir)),
+                            env={**os.environ, "OMP_NUM_THREADS": "1"}, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 300
+    while time.time() < deadline and not ((run_dir / "metrics.jsonl").exists() and len(records(run_dir)) >= 2):
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    meta = json.loads((run_dir / "meta.json").read_text())
+    assert meta["status"] == "interrupted"
+    saved = sorted(p.name for p in (run_dir / "checkpoints").iterdir())
+    assert saved and int(saved[-1].removeprefix("step_")) == meta["final_step"]
+    assert "rlrun resume" in err
+
+
+def test_dry_run_writes_nothing(tmp_path):
+    result = subprocess.run(_cli("train", "dapo", f"trainer.output_dir={tmp_path}", "--dry-run"), capture_output=True,
+                            text=True, env={**os.environ, "OMP_NUM_THREADS": "1"}, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "update_actor" in result.stdout and "peak rss" in result.stdout
+    assert list(tmp_path.iterdir()) == []
