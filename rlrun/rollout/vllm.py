@@ -159,7 +159,8 @@ class VLLMRolloutEngine:
         _set_launcher_env()
         self._tp_group = _tensor_parallel_group(tensor_parallel_size)
         self.pad_id, self.eos_ids = _special_ids(tokenizer, self.model)
-        self.device = torch.device("cuda", torch.cuda.current_device())
+        # Results go where the trainer computes: the policy's device (a teacher has none).
+        self.device = next(self.model.parameters()).device if self.model is not None else torch.device("cuda")
         self.llm = LLM(
             model=model_path,
             tokenizer=getattr(tokenizer, "name_or_path", None) or model_path,

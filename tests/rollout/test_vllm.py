@@ -7,6 +7,7 @@ vLLM; ``scripts/gpu_check.sh`` runs them.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import importlib.util
 import inspect
@@ -144,6 +145,47 @@ def test_merged_adapters_is_a_no_op_for_plain_models():
         pass
 
 
+@pytest.fixture
+def fake_zero3(monkeypatch):
+    """Mark parameters as ZeRO-3 partitions (``ds_id``) and record each gather."""
+    gathers: list[list[torch.nn.Parameter]] = []
+
+    @contextlib.contextmanager
+    def gathered(params):
+        gathers.append(params)
+        yield
+
+    monkeypatch.setattr(engine_module, "_zero3_gathered", gathered)
+
+    def partition(model):
+        for index, param in enumerate(model.parameters()):
+            param.ds_id = index
+        return model
+
+    return partition, gathers
+
+
+def test_zero3_parameters_are_gathered_one_at_a_time_and_copied_out(fake_zero3):
+    partition, gathers = fake_zero3
+    model = partition(tiny_qwen2())
+    with trainer_weights(model) as weights:
+        sent = dict(weights)
+    params = dict(model.named_parameters())
+    assert [g[0] for g in gathers] == list(params.values()) and all(len(g) == 1 for g in gathers)
+    assert sent.keys() == params.keys()
+    assert all(torch.equal(sent[k], p) and sent[k].data_ptr() != p.data_ptr() for k, p in params.items())
+
+
+def test_zero3_lora_gathers_everything_once_for_the_merge(fake_zero3):
+    partition, gathers = fake_zero3
+    model = partition(tiny_lora())
+    expected = copy.deepcopy(model).merge_and_unload().state_dict()
+    with trainer_weights(model) as weights:
+        sent = {name: tensor.clone() for name, tensor in weights}
+    assert len(gathers) == 1 and len(gathers[0]) == len(list(model.parameters()))
+    assert sent.keys() == expected.keys()
+
+
 def test_fsdp2_style_dtensor_shards_are_gathered(tmp_path):
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.tensor import Shard, distribute_tensor
@@ -253,6 +295,141 @@ def test_token_scores_take_the_response_part_of_prompt_logprobs():
     assert scores.topk_ids.tolist() == [[[3, 8], [8, 7]]]
     torch.testing.assert_close(scores.topk_log_probs, torch.tensor([[[-0.2, -2.0], [-0.1, -0.9]]]))
     assert token_scores([request], [2], 0, torch.device("cpu")).topk_ids is None
+
+
+class FakeVLLM:
+    """A stand-in ``vllm`` module recording, in order, what the engine asks of vLLM."""
+
+    def __init__(self):
+        self.events: list = []
+        self.pushed: list[dict[str, torch.Tensor]] = []
+        fake = self
+
+        class Runner:
+            model = RecordingModel()
+
+            def reload_weights(self, weights_iterator=None, weights_path=None, is_checkpoint_format=True):
+                fake.pushed.append({name: tensor.clone() for name, tensor in weights_iterator})
+                fake.events.append("push")
+
+        class LLM:
+            def __init__(self, **kwargs):
+                fake.llm_kwargs = kwargs
+                self.worker = SimpleNamespace(model_runner=Runner())
+                self.worker.reload_weights = self.worker.model_runner.reload_weights
+
+            def collective_rpc(self, method, timeout=None, args=(), kwargs=None):
+                return FakeLLM(self.worker).collective_rpc(method, timeout, args, kwargs)
+
+            def generate(self, prompts, params, use_tqdm=True):
+                fake.events.append("generate")
+                fake.params = params
+                if params.prompt_logprobs is not None:
+                    return [SimpleNamespace(prompt_token_ids=p["prompt_token_ids"],
+                                            prompt_logprobs=[None] + [{t: SimpleNamespace(logprob=-1.0, rank=1)}
+                                                                      for t in p["prompt_token_ids"][1:]])
+                            for p in prompts]
+                return [SimpleNamespace(outputs=[_completion([p["prompt_token_ids"][-1], 2], [-0.5, -0.25], "stop")
+                                                 for _ in range(params.n)]) for p in prompts]
+
+            def sleep(self, level):
+                fake.events.append(f"sleep{level}")
+
+            def wake_up(self, tags=None):
+                fake.events.append(f"wake:{','.join(tags)}")
+
+            def reset_prefix_cache(self):
+                fake.events.append("reset_prefix_cache")
+
+        self.LLM = LLM
+        self.SamplingParams = lambda **kw: SimpleNamespace(**{"n": 1, "prompt_logprobs": None, **kw})
+
+
+@pytest.fixture
+def fake_vllm(monkeypatch):
+    fake = FakeVLLM()
+    monkeypatch.setitem(sys.modules, "vllm", fake)
+    monkeypatch.setattr(engine_module, "_require_vllm", lambda: None)
+    for key, value in (("RANK", "0"), ("LOCAL_RANK", "0"), ("WORLD_SIZE", "1"),
+                       ("MASTER_ADDR", "127.0.0.1"), ("MASTER_PORT", "29500")):
+        monkeypatch.setenv(key, value)  # restored afterwards: the engine would set them
+    return fake
+
+
+TOKENIZER = SimpleNamespace(eos_token_id=2, pad_token_id=0, name_or_path="tok")
+
+
+def hub_policy():
+    """A tiny policy that says where it came from, with EOS 2, like a from_pretrained one."""
+    model = tiny_qwen2()
+    model.config._name_or_path = "some/model"
+    model.generation_config.eos_token_id = 2
+    return model
+
+
+def test_engine_is_built_on_random_weights_then_given_the_trainers(fake_vllm):
+    model = hub_policy()
+    engine_module.VLLMRolloutEngine(model, TOKENIZER, max_batch_samples=64, vllm={"gpu_memory_utilization": 0.3})
+    kwargs = fake_vllm.llm_kwargs
+    assert kwargs["model"] == "some/model" and kwargs["tokenizer"] == "tok" and kwargs["dtype"] == "float32"
+    assert kwargs["load_format"] == "dummy" and kwargs["distributed_executor_backend"] == "external_launcher"
+    assert kwargs["logprobs_mode"] == "processed_logprobs" and kwargs["max_num_seqs"] == 64
+    assert kwargs["gpu_memory_utilization"] == 0.3 and not kwargs["enable_sleep_mode"]
+    assert fake_vllm.events == ["push", "reset_prefix_cache"]
+    assert fake_vllm.pushed[0].keys() == model.state_dict().keys()
+
+
+def test_generate_sends_token_ids_and_reads_the_sampled_log_probs(fake_vllm):
+    model = hub_policy()
+    engine = engine_module.VLLMRolloutEngine(model, TOKENIZER)
+    torch.manual_seed(0)
+    batch = engine.generate([[5, 6], [7]], SamplingParams(n=3, max_tokens=4, temperature=0.7))
+    params = fake_vllm.params
+    assert (params.n, params.max_tokens, params.temperature, params.logprobs) == (3, 4, 0.7, 0)
+    assert params.stop_token_ids == [2] and not params.detokenize
+    torch.manual_seed(0)
+    assert params.seed == int(torch.randint(2**31 - 1, ()).item())  # drawn from the trainer's RNG
+    assert batch.response_ids.tolist() == [[6, 2]] * 3 + [[7, 2]] * 3
+    assert batch.log_probs[0].tolist() == [-0.5, -0.25] and batch.finish_reasons == ["stop"] * 6
+
+
+def test_sleep_mode_sleeps_after_generating_and_always_pushes_weights_on_waking(fake_vllm):
+    model = hub_policy()
+    engine = engine_module.VLLMRolloutEngine(model, TOKENIZER, vllm={"enable_sleep_mode": True})
+    sampling = SamplingParams(n=1, max_tokens=2, seed=1)
+    engine.generate([[3]], sampling)
+    with torch.no_grad():
+        next(model.parameters()).add_(1.0)  # an optimizer step
+    engine.sync_weights(model)
+    engine.generate([[3]], sampling)
+    engine.generate([[3]], sampling)  # a second batch without a sync in between (dynamic sampling)
+    assert fake_vllm.events == [
+        "push", "reset_prefix_cache",                                               # built
+        "generate", "sleep2",
+        "wake:weights", "push", "reset_prefix_cache", "wake:kv_cache",              # sync_weights
+        "generate", "sleep2",
+        "wake:weights", "push", "reset_prefix_cache", "wake:kv_cache", "generate", "sleep2",
+    ]
+    name, value = next(iter(model.state_dict().items()))
+    assert torch.equal(fake_vllm.pushed[1][name], value)
+
+
+def test_score_returns_response_token_log_probs(fake_vllm):
+    model = hub_policy()
+    engine = engine_module.VLLMRolloutEngine(model, TOKENIZER)
+    scores = engine.score([[4, 5], [6]], [[7, 8, 9], [1]])
+    assert fake_vllm.params.prompt_logprobs == 0 and fake_vllm.params.max_tokens == 1
+    assert scores.log_probs.tolist() == [[-1.0, -1.0, -1.0], [-1.0, 0.0, 0.0]]
+
+
+def test_a_frozen_engine_loads_from_disk_and_refuses_weight_pushes(fake_vllm):
+    engine = engine_module.VLLMRolloutEngine.from_pretrained("teacher/path", TOKENIZER, dtype="bfloat16")
+    assert fake_vllm.llm_kwargs["load_format"] == "auto" and fake_vllm.llm_kwargs["model"] == "teacher/path"
+    assert fake_vllm.events == []
+    with pytest.raises(RuntimeError, match="frozen"):
+        engine.sync_weights(tiny_qwen2())
+    with pytest.raises(ValueError, match="sleep mode"):
+        engine_module.VLLMRolloutEngine.from_pretrained("t", TOKENIZER, vllm={"enable_sleep_mode": True})
 
 
 def test_engine_signature_matches_how_the_trainer_builds_engines():
