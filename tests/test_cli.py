@@ -32,7 +32,9 @@ def test_validate_a_valid_recipe_exits_0(tmp_path):
     result = rlrun("validate", "dapo", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert "is a valid recipe" in result.stdout
-    assert "grpo × vanilla × no KL" in result.stdout
+    assert "grpo × vanilla × no KL + dynamic sampling (acc) + overlong shaping (4 tokens)" in " ".join(
+        result.stdout.split()
+    )
     assert "Batch plan per step" in result.stdout and "optimizer steps" in result.stdout
 
 

@@ -43,7 +43,19 @@ def _read(path: Path, kind: SourceKind, stack: list[Path], issues: list[ConfigIs
     name = display_path(path)
     if path.resolve() == (BUILTIN_DIR / "base.yaml").resolve():
         kind = "default"  # the built-in base *is* the defaults
-    data, marks, found = parse_document(path.read_text(encoding="utf-8"), name)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        issues.append(
+            ConfigIssue(
+                f"the recipe cannot be read: {exc}",
+                code="recipe-unreadable",
+                file=name,
+                fix="save it as a UTF-8 text file that you can read",
+            )
+        )
+        return []
+    data, marks, found = parse_document(text, name)
     issues.extend(found)
     sources = {key: Source(kind, name, mark.line, mark.column) for key, mark in marks.items() if key}
     parents: list[Layer] = []

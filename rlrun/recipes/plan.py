@@ -85,6 +85,10 @@ def algorithm_summary(recipe: Recipe) -> dict[str, str]:
     if distill.enabled:
         form = "policy-gradient" if distill.use_policy_gradient else "direct"
         text += f" + distillation from {distill.teacher} ({distill.loss}, {form})"
+    if recipe.algorithm.group_filter.enabled:
+        text += f" + dynamic sampling ({recipe.algorithm.group_filter.metric})"
+    if recipe.reward.overlong_shaping.enabled:
+        text += f" + overlong shaping ({recipe.reward.overlong_shaping.buffer_tokens} tokens)"
     return {
         "advantage": recipe.algorithm.advantage,
         "policy_loss": recipe.actor.policy_loss,

@@ -92,3 +92,11 @@ def test_builtin_recipe_by_name_and_missing_file(write, only_error):
     issue = only_error("nope.yaml")
     assert issue.code == "recipe-missing"
     assert "dapo" in issue.expected
+
+
+def test_unreadable_file_is_an_issue(tmp_path, monkeypatch, only_error):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "latin.yaml").write_bytes(b"rollout:\n  n: \xff\n")
+    issue = only_error("latin.yaml")
+    assert issue.code == "recipe-unreadable"
+    assert issue.format().startswith("latin.yaml: the recipe cannot be read: 'utf-8' codec can't decode")
