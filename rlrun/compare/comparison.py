@@ -68,9 +68,12 @@ def unique_labels(names: Sequence[str]) -> list[str]:
 
 
 def algorithm_label(meta: dict[str, Any]) -> str:
-    """`grpo × vanilla × loss`: advantage × policy loss × KL placement, as meta.json records them."""
+    """`grpo × vanilla × KL in loss`: advantage × policy loss × where the KL enters (meta.json's
+    `kl_placement`: none, reward, loss or reward+loss)."""
     algorithm = meta.get("algorithm") or {}
-    parts = [algorithm.get(key) for key in ("advantage", "policy_loss", "kl_placement")]
+    placement = algorithm.get("kl_placement")
+    kl = None if placement is None else "no KL" if placement == "none" else f"KL in {placement}"
+    parts = [algorithm.get("advantage"), algorithm.get("policy_loss"), kl]
     return " × ".join(str(part) for part in parts if part) or "?"
 
 

@@ -30,7 +30,7 @@ def test_terminal_report(runs_dir):
     result = _compare(runs_dir, "grpo", "lr3e-4", "dapo-live", "--target", "critic/score/mean=0.6", "-k", "2")
     assert result.exit_code == 0, result.output
     out = result.output
-    assert "grpo (ref)" in out and "running" in out and "5/100" in out
+    assert "grpo (ref)" in out and "grpo × vanilla × no KL" in out and "running" in out and "5/100" in out
     assert "different max response length in dapo-live" in out
     assert "actor.optimizer.lr" in out and "0.0003" in out and "trainer.seed" not in out  # changed keys only
     assert "0.75" in out and "1.125" in out  # last-2 means of the score: (0.7+0.8)/2, (1.05+1.2)/2
