@@ -40,9 +40,8 @@ def _issue(error: Any, data: dict[str, Any], provenance: Provenance) -> ConfigIs
             expected="one of " + _keys_of(path[:-1]) if not hint else None,
             fix="rename or remove it (`rlrun schema` lists every key)",
         )
-    expected = re.sub(
-        r"^Input should be |^Value should have |^Field required$|,? or instance of \w+", "", error["msg"]
-    )
+    # "Input should be greater than 0" -> "greater than 0"
+    expected = re.sub(r"^\w+ should (?:be|have) |,? or instance of \w+", "", error["msg"])
     if kind == "literal_error":
         choices = re.findall(r"'([^']*)'", error["ctx"]["expected"])
         close = difflib.get_close_matches(str(found), choices, n=1) if isinstance(found, str) else []
@@ -65,12 +64,14 @@ def _issue(error: Any, data: dict[str, Any], provenance: Provenance) -> ConfigIs
             code="wrong-type",
             expected=expected,
             found=f"{_short(found)} ({_TYPE_NAMES.get(type(found), type(found).__name__)})",
-            fix=f"write {expected} (a YAML string in quotes is never a number)",
+            fix=f"write {expected}"
+            + (" (without quotes: a quoted value is a string)" if isinstance(found, str) else ""),
         )
+    in_range = kind in ("greater_than", "greater_than_equal", "less_than", "less_than_equal")
     return provenance.issue(
         path,
-        "value out of range",
-        code="out-of-range",
+        "value out of range" if in_range else "invalid value",
+        code="out-of-range" if in_range else "invalid-value",
         expected=expected,
         found=_short(found),
         fix=f"set `{dotted(path)}` to a value {expected}",

@@ -27,7 +27,10 @@ def at_repo_root(monkeypatch):
 
 def test_the_gsm8k_recipes_ship():
     assert [p.name for p in RECIPES] == [
-        "dapo_qwen2.5-1.5b.yaml", "grpo_qwen2.5-0.5b.yaml", "grpo_qwen2.5-7b_8gpu.yaml", "ppo_qwen2.5-0.5b.yaml",
+        "dapo_qwen2.5-1.5b.yaml",
+        "grpo_qwen2.5-0.5b.yaml",
+        "grpo_qwen2.5-7b_8gpu.yaml",
+        "ppo_qwen2.5-0.5b.yaml",
     ]
 
 

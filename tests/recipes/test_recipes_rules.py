@@ -165,9 +165,18 @@ def test_wrong_types(write, errors):
     ]
     assert issues[0].format() == (
         'r.yaml, line 3, column 3, `rollout.n`: wrong type. Expected a valid integer. Found "8" (a string). '
-        "Fix: write a valid integer (a YAML string in quotes is never a number)."
+        "Fix: write a valid integer (without quotes: a quoted value is a string)."
     )
     assert issues[2].expected == "a valid dictionary"
+
+
+def test_other_invalid_values(write, errors):
+    write("r.yaml", "extends: base\nmodel:\n  path: ''\nreward:\n  functions: []\n")
+    issues = errors("r.yaml")
+    assert [(i.code, i.key, i.line, i.expected) for i in issues] == [
+        ("invalid-value", "model.path", 3, "at least 1 character"),
+        ("invalid-value", "reward.functions", 5, "at least 1 item after validation, not 0"),
+    ]
 
 
 def test_unknown_keys_suggest_the_right_one(write, errors):
