@@ -53,7 +53,7 @@ from rlrun.rollout.base import FINISH_LENGTH, FINISH_STOP, RolloutBatch, Samplin
 
 SUPPORTED_VLLM = ">=0.30,<0.33"  # keep in step with the `vllm` extra in pyproject.toml
 MIN_VLLM = Version("0.30")
-TESTED_BELOW = Version("0.33")
+WRITTEN_BELOW = Version("0.33")
 SLEEP_LEVEL = 2  # discard weights and KV cache: the weights are pushed again on every wake
 
 Weights = Iterable[tuple[str, torch.Tensor]]
@@ -416,8 +416,9 @@ def _require_vllm() -> None:
     problem = availability_problem()
     if problem:
         raise RuntimeError(problem)
-    if Version(importlib.metadata.version("vllm")) >= TESTED_BELOW:
-        warnings.warn(f"rlrun's vllm engine is tested with vLLM {SUPPORTED_VLLM}", stacklevel=3)
+    installed = Version(importlib.metadata.version("vllm"))
+    if installed >= WRITTEN_BELOW:
+        warnings.warn(f"rlrun's vllm engine is written for vLLM {SUPPORTED_VLLM}, not {installed}", stacklevel=3)
 
 
 def _is_peft(model: torch.nn.Module) -> bool:
