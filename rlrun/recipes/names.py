@@ -11,7 +11,6 @@ from rlrun.components import registries
 from rlrun.errors import ConfigIssue, show_value
 from rlrun.recipes.keys import KeyPath
 from rlrun.recipes.provenance import Provenance
-from rlrun.rewards import RewardSpecError, resolve_reward_fn
 from rlrun.schema import Recipe
 
 # Which registry each name-valued key is looked up in.
@@ -48,6 +47,8 @@ def import_plugins(data: dict[str, Any], provenance: Provenance) -> list[ConfigI
 def check_names(recipe: Recipe, provenance: Provenance) -> Iterator[ConfigIssue]:
     """Unknown component names, each listing the valid ones; reward functions that do not
     resolve to a callable."""
+    from rlrun.rewards import RewardSpecError, resolve_reward_fn  # imports torch: not at CLI start-up
+
     tables = registries()
     for path, kind in NAMED_KEYS.items():
         value = _get(recipe, path)
