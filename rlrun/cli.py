@@ -207,7 +207,7 @@ def schema() -> None:
     Save it (`rlrun schema > recipe.schema.json`) and start a recipe with
     `# yaml-language-server: $schema=recipe.schema.json`.
     """
-    from rlrun.schema import recipe_json_schema
+    from rlrun.recipes.json_schema import recipe_json_schema
 
     print(json.dumps(recipe_json_schema(), indent=2))
 

@@ -1,5 +1,5 @@
 """Pydantic models of a recipe, one module per section; `Recipe` is the whole."""
 
-from rlrun.schema.recipe import SCHEMA_VERSION, Recipe, recipe_json_schema
+from rlrun.schema.recipe import SCHEMA_VERSION, Recipe
 
-__all__ = ["SCHEMA_VERSION", "Recipe", "recipe_json_schema"]
+__all__ = ["SCHEMA_VERSION", "Recipe"]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
 from rlrun.schema.actor import Actor
 from rlrun.schema.algorithm import Algorithm
@@ -35,20 +35,3 @@ class Recipe(Section):
     distillation: Distillation = Distillation()
     trainer: Trainer = Trainer()
     logging: Logging = Logging()
-
-
-def recipe_json_schema() -> dict[str, Any]:
-    """JSON Schema of a recipe *file* for editors (yaml-language-server): the resolved recipe
-    plus `extends`, which only files have."""
-    schema = Recipe.model_json_schema()
-    schema["properties"] = {
-        "extends": {
-            "type": "string",
-            "title": "Extends",
-            "description": "A built-in recipe name (`grpo`) or a path relative to this file (`./base.yaml`).",
-        },
-        **schema["properties"],
-    }
-    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
-    schema["title"] = "rlrun recipe"
-    return schema

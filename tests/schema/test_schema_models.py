@@ -6,8 +6,9 @@ import pytest
 from pydantic import ValidationError
 
 from rlrun.recipes.builtin import BUILTIN_DIR
+from rlrun.recipes.json_schema import recipe_json_schema
 from rlrun.recipes.yaml_io import parse_document
-from rlrun.schema import Recipe, recipe_json_schema
+from rlrun.schema import Recipe
 
 
 def test_schema_defaults_are_base_yaml():
@@ -76,3 +77,8 @@ def test_json_schema_describes_recipe_files():
     actor = schema["$defs"]["Actor"]
     assert actor["additionalProperties"] is False
     assert "mini_batch_samples" in actor["properties"]
+    # keys are described by their base.yaml comments, for editor hovers
+    assert actor["properties"]["mini_batch_samples"]["description"] == "samples per optimizer step"
+    rollout = schema["$defs"]["Rollout"]["properties"]
+    assert rollout["n"]["description"] == "samples per prompt"
+    assert schema["$defs"]["Model"]["properties"]["lora"]["description"].startswith("{r, alpha, dropout")
