@@ -67,7 +67,7 @@ def load_recipe(path: str | Path, overrides: Sequence[str] = (), strict: bool = 
         rule_errors, notices = check_rules(recipe, provenance)
         issues += [*check_names(recipe, provenance), *rule_errors]
     if strict:
-        issues += notices
+        issues, notices = issues + notices, []
     if issues:
         raise RecipeError(sorted(issues, key=_reading_order), notices)
     return LoadedRecipe(recipe, recipe.model_dump(mode="json"), provenance, notices, path)

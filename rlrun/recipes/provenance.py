@@ -52,10 +52,9 @@ class Provenance:
         self.sources.update(sources)
 
     def issue(self, path: KeyPath, message: str, **fields: str | None) -> ConfigIssue:
-        """A ConfigIssue located where `path`'s value was written (for a default value, the
-        recipe file without a line: that is where the fix goes)."""
-        # A key no layer wrote (a default, or a missing key) is located at the nearest enclosing
-        # mapping or list that one did; failing that, at the recipe file itself.
+        """A ConfigIssue located where `path`'s value was written. A key no layer wrote (a
+        default, a missing key) is located at the nearest enclosing mapping or list one did;
+        failing that, at the recipe file without a line: that is where the fix goes."""
         enclosing = (path[:end] for end in range(len(path), 0, -1))
         source = next((self.sources[p] for p in enclosing if p in self.sources), None)
         if source is None or source.kind == "default":

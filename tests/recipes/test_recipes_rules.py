@@ -2,6 +2,7 @@
 
 import pytest
 
+from rlrun.errors import RecipeError
 from rlrun.recipes import load_recipe
 
 
@@ -284,6 +285,8 @@ def test_kl_switch_without_a_coefficient():
     assert notice_codes("rloo", ("algorithm.kl_in_reward.coef=0",)) == ["kl-coef-zero"]
 
 
-def test_strict_makes_notices_errors(errors):
-    issues = errors("grpo", ("actor.entropy_coef=0.01",), strict=True)
-    assert [i.code for i in issues] == ["entropy-with-groups"]
+def test_strict_makes_notices_errors():
+    with pytest.raises(RecipeError) as info:
+        load_recipe("grpo", ("actor.entropy_coef=0.01",), strict=True)
+    assert [i.code for i in info.value.issues] == ["entropy-with-groups"]
+    assert info.value.notices == []  # reported once, as an error
