@@ -13,11 +13,22 @@ Policy losses have no loop column: verl's losses are already vectorized.
 Goals: ≥ 20× faster than the loop for grpo, rloo, opo, reinforce_plus_plus_baseline at B=4096,
 and within 3× of the floor for every outcome estimator.
 
-    python benchmarks/algorithms.py            # both sizes, ~2-3 minutes on 2 cores
+    python benchmarks/algorithms.py            # both sizes, ~2 minutes on 2 cores
     python benchmarks/algorithms.py --small    # the small size only
+    THP_MEM_ALLOC_ENABLE=1 python benchmarks/algorithms.py   # PyTorch CPU tensors on huge pages
+
+At B=4096 most of an outcome estimator's time is the kernel zero-filling the fresh pages of its
+33 MiB output (and the floor's temporary); with huge pages that cost mostly disappears, for the
+loops as well, which then shows the Python overhead alone.
 """
 
 from __future__ import annotations
+
+import os
+
+# On a shared machine, OpenMP workers spinning between parallel regions steal the CPU from the main
+# thread and small ops stall for milliseconds; passive waiting measures the code, not the contention.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import argparse
 import time
@@ -226,13 +237,13 @@ def loss_call(name: str, b: Batch) -> Callable[[], object]:
     return lambda: fn(b.old_log_prob, b.log_prob, b.advantages, b.mask, generator=generator)
 
 
-def run(batch_size: int, length: int, repeats: int) -> list[tuple]:
+def run(batch_size: int, length: int, repeats: int, loop_repeats: int) -> list[tuple]:
     b = make_batch(batch_size, length)
     floor = best_ms(lambda: (b.rewards * b.mask).sum(-1), repeats)
     rows = []
     for name in ADVANTAGES.names():
         ours = best_ms(estimator_call(name, b), repeats)
-        loop = best_ms(lambda fn=LOOPS[name]: fn(b), 1) if name in LOOPS else None
+        loop = best_ms(lambda fn=LOOPS[name]: fn(b), loop_repeats) if name in LOOPS else None
         rows.append(("advantage", name, batch_size, length, ours, loop, floor))
     for name in POLICY_LOSSES.names():
         rows.append(
@@ -260,10 +271,16 @@ def main() -> None:
     parser.add_argument("--small", action="store_true", help="only the small size")
     args = parser.parse_args()
     torch.set_num_threads(2)
-    rows = run(256, 512, repeats=5)
+    rows = run(256, 512, repeats=7, loop_repeats=3)
     if not args.small:
-        rows += run(4096, 2048, repeats=3)
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, float32, groups of {GROUP_SIZE}")
+        rows += run(4096, 2048, repeats=5, loop_repeats=2)
+    load = ", load average {:.1f} {:.1f} {:.1f}".format(*os.getloadavg()) if hasattr(os, "getloadavg") else ""
+    thp = "on" if os.environ.get("THP_MEM_ALLOC_ENABLE") == "1" else "off"
+    print(
+        f"torch {torch.__version__}, {torch.get_num_threads()} threads{load}, huge pages {thp}, "
+        f"float32, groups of {GROUP_SIZE}"
+    )
+    print("times: best of several runs (ms); index: LongTensor for rlrun, uid strings for the loops")
     print(format_table(rows))
     large = {
         name: (ours, loop, floor)

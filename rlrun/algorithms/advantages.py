@@ -204,7 +204,7 @@ def reinforce_plus_plus_baseline(
 ) -> AdvantageOutput:
     """REINFORCE++-baseline: reward minus group mean, then whitened over the batch's tokens."""
     centred, _ = _centred(response_scores(token_level_rewards), _groups(index, token_level_rewards))
-    advantages = masked_whiten_rows(centred, response_mask).to(token_level_rewards.dtype)
+    advantages = masked_whiten_rows(centred, response_mask, token_level_rewards.dtype)
     return advantages, advantages
 
 
@@ -292,7 +292,7 @@ def gdpo(
         total = total + weights[name] * grpo_scalars(
             scores.to(total.device), groups, epsilon, norm_adv_by_std_in_grpo
         )
-    advantages = masked_whiten_rows(total, response_mask).to(token_level_rewards.dtype)
+    advantages = masked_whiten_rows(total, response_mask, token_level_rewards.dtype)
     return advantages, advantages
 
 

@@ -65,13 +65,17 @@ def masked_var(values: torch.Tensor, mask: torch.Tensor, unbiased: bool = True) 
     variance = masked_mean((values - mean) ** 2, mask)
     if unbiased:
         count = mask_count(mask, dtype=variance.dtype)
-        n = int(count.item())
-        if n <= 1:
-            raise ValueError(
-                f"masked_var needs at least 2 valid entries, got {n}: the batch has too few response tokens"
-            )
+        _require_two(count)
         variance = variance * count / (count - 1)
     return variance
+
+
+def _require_two(count: torch.Tensor) -> None:
+    n = int(count.item())
+    if n <= 1:
+        raise ValueError(
+            f"masked_var needs at least 2 valid entries, got {n}: the batch has too few response tokens"
+        )
 
 
 def masked_whiten(values: torch.Tensor, mask: torch.Tensor, shift_mean: bool = True) -> torch.Tensor:
@@ -83,24 +87,21 @@ def masked_whiten(values: torch.Tensor, mask: torch.Tensor, shift_mean: bool = T
     return whitened.to(values.dtype)
 
 
-def masked_whiten_rows(row_values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """`masked_whiten(row_values[:, None] * mask, mask) * mask` without materialising the (B, T) input.
+def masked_whiten_rows(
+    row_values: torch.Tensor, mask: torch.Tensor, dtype: torch.dtype | None = None
+) -> torch.Tensor:
+    """`masked_whiten(row_values[:, None] * mask, mask) * mask` as a (B, T) tensor of `dtype` (default: rows').
 
     For a value that is constant along each row the token-level mean and variance follow from
     the per-row values and lengths, so this reads the mask once instead of whitening B×T tokens.
     """
-    dtype = torch.float64
-    lengths = mask_count(mask, dim=-1, dtype=dtype)
-    x = row_values.to(dtype)
+    lengths = mask_count(mask, dim=-1, dtype=torch.float64)  # (B,)-sized statistics: float64 is free
+    x = row_values.to(torch.float64)
     count = lengths.sum()
-    n = int(count.item())
-    if n <= 1:
-        raise ValueError(
-            f"masked_var needs at least 2 valid entries, got {n}: the batch has too few response tokens"
-        )
+    _require_two(count)
     mean = (x * lengths).sum() / (count + MEAN_EPS)
     var = ((x - mean) ** 2 * lengths).sum() / (count + MEAN_EPS) * count / (count - 1)
-    return broadcast_rows((x - mean) * torch.rsqrt(var + WHITEN_EPS), mask, row_values.dtype)
+    return broadcast_rows((x - mean) * torch.rsqrt(var + WHITEN_EPS), mask, dtype or row_values.dtype)
 
 
 def broadcast_rows(

@@ -85,7 +85,14 @@ def _seq_token_mean(values: torch.Tensor, response_mask: torch.Tensor) -> torch.
 
 
 def _fraction(condition: torch.Tensor, response_mask: torch.Tensor) -> torch.Tensor:
-    return masked_mean(condition.float(), response_mask)
+    """Share of valid tokens where `condition` holds (bool ops: no float copy of the condition)."""
+    hits = torch.count_nonzero(condition & as_bool(response_mask)).to(torch.float32)
+    return hits / (mask_count(response_mask) + 1e-8)
+
+
+def _ppo_kl(log_ratio: torch.Tensor, response_mask: torch.Tensor) -> torch.Tensor:
+    """verl's `actor/ppo_kl`: the token mean of -(logπ - logπ_old)."""
+    return -masked_mean(log_ratio, response_mask)
 
 
 # --- losses ----------------------------------------------------------------------------------
@@ -114,16 +121,17 @@ def vanilla(
     old_log_prob, log_prob, advantages = _valid(response_mask, old_log_prob, log_prob, advantages)
     log_ratio = torch.clamp(log_prob - old_log_prob, min=-RATIO_LOG_CLAMP, max=RATIO_LOG_CLAMP)
     ratio = torch.exp(log_ratio)
-    unclipped = -advantages * ratio
-    clipped = -advantages * torch.clamp(ratio, 1 - low, 1 + high)
+    neg_advantages = -advantages
+    unclipped = neg_advantages * ratio
+    clipped = neg_advantages * torch.clamp(ratio, 1 - low, 1 + high)
     clip_max = torch.maximum(unclipped, clipped)
-    dual = -advantages * clip_ratio_c
+    dual = neg_advantages * clip_ratio_c
     negative = advantages < 0
     pg_losses = torch.where(negative, torch.minimum(dual, clip_max), clip_max)
     loss = _aggregate(pg_losses, response_mask, loss_agg_mode, rollout_is_weights, agg_kwargs)
     return loss, _metrics(
         pg_clipfrac=_fraction(clipped > unclipped, response_mask),
-        ppo_kl=masked_mean(-log_ratio, response_mask),
+        ppo_kl=_ppo_kl(log_ratio, response_mask),
         pg_clipfrac_lower=_fraction((clip_max > dual) & negative, response_mask),
     )
 
@@ -158,7 +166,7 @@ def gspo(
     loss = _aggregate(pg_losses, response_mask, loss_agg_mode, rollout_is_weights, agg_kwargs)
     return loss, _metrics(
         pg_clipfrac=_fraction(clipped > unclipped, response_mask),
-        ppo_kl=masked_mean(-log_ratio, response_mask),
+        ppo_kl=_ppo_kl(log_ratio, response_mask),
         pg_clipfrac_lower=0.0,
     )
 
@@ -206,7 +214,7 @@ def cispo(
     loss = _aggregate(pg_losses, response_mask, loss_agg_mode, rollout_is_weights, agg_kwargs)
     return loss, _metrics(
         pg_clipfrac=_fraction(ratio != clipped_ratio, response_mask),
-        ppo_kl=masked_mean(-log_ratio, response_mask),
+        ppo_kl=_ppo_kl(log_ratio, response_mask),
         pg_clipfrac_lower=0.0,
     )
 
@@ -234,9 +242,7 @@ def sapo(
     loss = _aggregate(
         -gates * advantages, response_mask, "seq-mean-token-mean", rollout_is_weights, agg_kwargs
     )
-    return loss, _metrics(
-        pg_clipfrac=0.0, ppo_kl=masked_mean(-log_ratio, response_mask), pg_clipfrac_lower=0.0
-    )
+    return loss, _metrics(pg_clipfrac=0.0, ppo_kl=_ppo_kl(log_ratio, response_mask), pg_clipfrac_lower=0.0)
 
 
 @register_policy_loss("geo_mean")
@@ -269,7 +275,7 @@ def geo_mean(
     was_clipped = log_ratio != clamped
     return pg_losses.mean(), _metrics(
         pg_clipfrac=_fraction(was_clipped & (advantages > 0), response_mask),
-        ppo_kl=masked_mean(-log_ratio, response_mask),
+        ppo_kl=_ppo_kl(log_ratio, response_mask),
         pg_clipfrac_lower=_fraction(was_clipped & (advantages < 0), response_mask),
     )
 
@@ -314,7 +320,7 @@ def clip_cov(
     keep[cut[:, 0], cut[:, 1]] = False
     pg_losses = torch.maximum(unclipped, clipped) * keep
     loss = _aggregate(pg_losses, response_mask, loss_agg_mode, rollout_is_weights, agg_kwargs)
-    return loss, _metrics(pg_clipfrac=_fraction(~keep, response_mask), ppo_kl=masked_mean(-log_ratio, valid))
+    return loss, _metrics(pg_clipfrac=_fraction(~keep, response_mask), ppo_kl=_ppo_kl(log_ratio, valid))
 
 
 @register_policy_loss("kl_cov")
@@ -371,7 +377,7 @@ def dro(
     log_ratio = log_prob - old_log_prob
     pg_losses = -(log_prob * advantages - 0.5 * dro_beta * log_ratio.square())
     loss = _aggregate(pg_losses, response_mask, loss_agg_mode, rollout_is_weights, agg_kwargs)
-    return loss, _metrics(ppo_kl=masked_mean(-log_ratio, response_mask))
+    return loss, _metrics(ppo_kl=_ppo_kl(log_ratio, response_mask))
 
 
 def _dppo(
@@ -394,7 +400,7 @@ def _dppo(
     loss = _aggregate(pg_losses, response_mask, loss_agg_mode, rollout_is_weights, agg_kwargs)
     return loss, _metrics(
         pg_clipfrac=masked_mean(1.0 - in_bounds, response_mask),
-        ppo_kl=masked_mean(-log_ratio, response_mask),
+        ppo_kl=_ppo_kl(log_ratio, response_mask),
         pg_clipfrac_lower=masked_mean((ratio > clip_ratio_c).to(in_bounds.dtype) * in_bounds, response_mask),
     )
 
