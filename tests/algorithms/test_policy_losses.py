@@ -301,3 +301,18 @@ def test_masked_positions_never_change_loss_or_gradient(name, seed, garbage, mod
     dirty_loss, dirty_grad = evaluate(torch.tensor(garbage))
     assert torch.allclose(clean_loss, dirty_loss, equal_nan=False)
     assert torch.allclose(clean_grad, dirty_grad) and torch.all(dirty_grad[~mask] == 0)
+
+
+def test_ratio_clamps():
+    old = torch.zeros(1, 2)
+    adv = torch.ones(1, 2)
+    # vanilla clamps the log-ratio to ±20 before exp: with no clipping at all the loss is -e^20
+    lp = torch.tensor([[30.0, 30.0]])
+    loss, _ = loss_of("vanilla", old, lp, adv, torch.ones(1, 2), clip_ratio=1e9)
+    assert loss.item() == pytest.approx(-math.exp(20.0), rel=1e-5)
+    # gspo clamps the token log-ratio at 10 (no lower clamp), which also stops its gradient
+    lp = torch.tensor([[12.0, 12.0]], requires_grad=True)
+    loss, _ = loss_of("gspo", old, lp, adv, torch.ones(1, 2), "token-mean", clip_ratio=1e9)
+    assert loss.item() == pytest.approx(-math.exp(10.0), rel=1e-5)
+    loss.backward()
+    assert lp.grad.abs().sum() == 0
