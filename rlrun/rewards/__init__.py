@@ -1,0 +1,20 @@
+"""Rewards: built-ins (``rlrun:exact_match``, ``rlrun:math_answer``), custom functions named
+``pkg.module:function``, and their weighted combination (see ``combine`` for the signature)."""
+
+from rlrun.registry import Registry
+
+REWARDS = Registry("reward")
+
+from rlrun.rewards import builtin  # noqa: E402,F401  (registers the built-ins)
+from rlrun.rewards.combine import RewardError, RewardFunction, RewardOutput  # noqa: E402
+from rlrun.rewards.resolve import RewardSpecError, resolve_reward_fn, reward_name  # noqa: E402
+
+__all__ = [
+    "REWARDS",
+    "RewardError",
+    "RewardFunction",
+    "RewardOutput",
+    "RewardSpecError",
+    "resolve_reward_fn",
+    "reward_name",
+]

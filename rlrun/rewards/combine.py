@@ -1,0 +1,135 @@
+"""Several weighted reward functions scored as one, with per-function components and ``acc``.
+
+A reward function has the signature::
+
+    fn(prompts: list[str], completions: list[str], ground_truths: list[str], **extra_fields: list)
+        -> list[float] | dict[str, list[float]]
+
+``extra_fields`` are the dataset's other columns (``data_source``, ...); a function receives
+those its signature names, or all of them if it takes ``**kwargs``. A dict result must hold
+``"score"``; its other keys are logged as ``<name>/<key>``, and an ``"acc"`` key feeds DAPO's
+group filter. The combined score is the weighted sum of the functions' scores. ``acc`` is the
+first function's ``"acc"`` when one returns it, else whether the first function's score is > 0.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from rlrun.rewards.resolve import resolve_reward_fn, reward_name
+
+
+class RewardError(RuntimeError):
+    """A reward function raised or returned something unusable for a sample."""
+
+
+@dataclass
+class RewardOutput:
+    scores: torch.Tensor  # (N,) float32, the weighted sum
+    components: dict[str, torch.Tensor]  # each function's (N,) scores, and its extra keys
+    acc: torch.Tensor  # (N,) float32
+
+
+@dataclass(frozen=True)
+class _Term:
+    name: str
+    fn: Callable[..., Any]
+    weight: float
+    accepts: frozenset[str] | None  # extra field names it takes; None = all (**kwargs)
+
+
+class RewardFunction:
+    """Callable over a batch: ``(prompts, completions, ground_truths, **extra) -> RewardOutput``."""
+
+    def __init__(self, functions: Sequence[Mapping[str, Any]]):
+        """``functions``: the recipe's ``reward.functions``, each ``{"fn": spec, "weight": float}``."""
+        if not functions:
+            raise ValueError("at least one reward function is needed")
+        self.terms: list[_Term] = []
+        for entry in functions:
+            fn = resolve_reward_fn(entry["fn"])
+            name = base = reward_name(entry["fn"])
+            copies = 1
+            while name in self.names:  # the same function twice: exact_match, exact_match_2, ...
+                copies += 1
+                name = f"{base}_{copies}"
+            self.terms.append(_Term(name, fn, float(entry.get("weight", 1.0)), _accepted_fields(fn)))
+
+    @property
+    def names(self) -> list[str]:
+        return [t.name for t in self.terms]
+
+    def __call__(
+        self, prompts: list[str], completions: list[str], ground_truths: list[str], **extra: Sequence[Any]
+    ) -> RewardOutput:
+        n = len(completions)
+        components: dict[str, torch.Tensor] = {}
+        scores = torch.zeros(n, dtype=torch.float32)
+        acc: torch.Tensor | None = None
+        for term in self.terms:
+            kwargs = {k: v for k, v in extra.items() if term.accepts is None or k in term.accepts}
+            result = _call(term, prompts, completions, ground_truths, kwargs)
+            named = result if isinstance(result, Mapping) else {"score": result}
+            if "score" not in named:
+                raise RewardError(f"reward {term.name!r} returned a dict without 'score' (keys: {sorted(named)})")
+            columns = {key: _to_tensor(term.name, key, values, n, prompts) for key, values in named.items()}
+            scores += term.weight * columns["score"]
+            components[term.name] = columns.pop("score")
+            components.update({f"{term.name}/{key}": col for key, col in columns.items()})
+            if acc is None and "acc" in columns:
+                acc = columns["acc"]
+        if acc is None:
+            acc = (components[self.terms[0].name] > 0).float()
+        return RewardOutput(scores, components, acc)
+
+
+def _call(term: _Term, prompts: list[str], completions: list[str], truths: list[str], extra: dict) -> Any:
+    try:
+        return term.fn(prompts, completions, truths, **extra)
+    except Exception as batch_err:
+        # Find the first sample that fails on its own, to name it.
+        for i in range(len(completions)):
+            try:
+                term.fn([prompts[i]], [completions[i]], [truths[i]], **{k: [v[i]] for k, v in extra.items()})
+            except Exception as err:
+                raise RewardError(
+                    f"reward {term.name!r} failed on sample {i} (prompt {prompts[i]!r}): "
+                    f"{type(err).__name__}: {err}"
+                ) from err
+        raise RewardError(
+            f"reward {term.name!r} failed on the batch of {len(completions)} samples "
+            f"(every sample alone succeeds): {type(batch_err).__name__}: {batch_err}"
+        ) from batch_err
+
+
+def _to_tensor(name: str, key: str, values: Any, n: int, prompts: list[str]) -> torch.Tensor:
+    values = list(values)
+    if len(values) != n:
+        raise RewardError(f"reward {name!r} returned {len(values)} values for {key!r}, expected {n}")
+    try:
+        column = torch.tensor(values, dtype=torch.float32)
+        bad = (~torch.isfinite(column)).nonzero().flatten().tolist()
+    except (TypeError, ValueError, RuntimeError):
+        column, bad = None, [i for i, v in enumerate(values) if not isinstance(v, (int, float))]
+    if column is None or bad:
+        i = bad[0]
+        raise RewardError(
+            f"reward {name!r} returned {values[i]!r} for {key!r} on sample {i} (prompt {prompts[i]!r}); "
+            "expected a finite number"
+        )
+    return column
+
+
+def _accepted_fields(fn: Callable[..., Any]) -> frozenset[str] | None:
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):  # builtins without a signature: pass everything
+        return None
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
+        return None
+    return frozenset(p.name for p in params if p.kind is not inspect.Parameter.VAR_POSITIONAL)

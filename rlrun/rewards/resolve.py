@@ -1,0 +1,46 @@
+"""Turning a recipe's reward name into a callable: ``rlrun:<builtin>`` or ``pkg.module:function``."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+
+from rlrun.registry import UnknownComponentError
+
+
+class RewardSpecError(ValueError):
+    """A recipe named a reward function that cannot be found."""
+
+
+def resolve_reward_fn(spec: str) -> Callable[..., object]:
+    """The reward function a recipe's ``fn`` names, or a ``RewardSpecError`` saying why not."""
+    from rlrun.rewards import REWARDS
+
+    if spec.startswith("rlrun:"):
+        try:
+            return REWARDS.get(spec)
+        except UnknownComponentError as err:
+            raise RewardSpecError(str(err)) from None
+    module_name, sep, attr = spec.partition(":")
+    if not sep or not module_name or not attr:
+        raise RewardSpecError(
+            f"reward {spec!r} is neither a built-in ({', '.join(REWARDS.names())}) "
+            "nor an import path of the form 'pkg.module:function'"
+        )
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as err:
+        raise RewardSpecError(f"reward {spec!r}: cannot import module {module_name!r} ({err})") from err
+    fn = module
+    for part in attr.split("."):
+        if not hasattr(fn, part):
+            raise RewardSpecError(f"reward {spec!r}: module {module_name!r} has no attribute {attr!r}")
+        fn = getattr(fn, part)
+    if not callable(fn):
+        raise RewardSpecError(f"reward {spec!r}: {attr!r} is a {type(fn).__name__}, not a function")
+    return fn
+
+
+def reward_name(spec: str) -> str:
+    """The name a reward is logged under: ``rlrun:exact_match`` -> ``exact_match``, ``a.b:f`` -> ``f``."""
+    return spec.rpartition(":")[2].rpartition(".")[2]

@@ -1,0 +1,1 @@
+"""Built-in task generators (prompt + ground-truth answer records)."""
