@@ -93,11 +93,11 @@ def discounted_returns(
     dtype = acc_dtype(rewards.dtype)
     rewards_t = rewards.to(dtype).T.contiguous()
     valid_t = as_bool(response_mask).T.contiguous()
-    returns_t = torch.zeros_like(rewards_t)
+    returns_t = torch.empty_like(rewards_t)
     running = torch.zeros_like(rewards_t[0])
     for t in reversed(range(rewards_t.shape[0])):
-        running = torch.where(valid_t[t], rewards_t[t] + gamma * running, running)
-        returns_t[t] = running
+        candidate = torch.add(rewards_t[t], running, alpha=gamma)
+        running = torch.where(valid_t[t], candidate, running, out=returns_t[t])
     return zero_outside(returns_t.T.contiguous(), response_mask).to(token_level_rewards.dtype)
 
 
@@ -120,18 +120,19 @@ def gae(
     if values is None:
         raise ValueError("gae needs `values` from a critic")
     dtype = acc_dtype(token_level_rewards.dtype)
-    rewards_t = token_level_rewards.to(dtype).T.contiguous()
     values_t = values.to(dtype).T.contiguous()
+    # δ_t = (r_t - V_t) + γ·V_next: the first part for all t at once, the scan adds the rest
+    reward_minus_value_t = (token_level_rewards.to(dtype) - values.to(dtype)).T.contiguous()
     valid_t = as_bool(response_mask).T.contiguous()
-    advantages_t = torch.empty_like(rewards_t)
-    next_value = torch.zeros_like(rewards_t[0])
-    last_advantage = torch.zeros_like(rewards_t[0])
-    for t in reversed(range(rewards_t.shape[0])):
-        delta = rewards_t[t] + gamma * next_value - values_t[t]
+    advantages_t = torch.empty_like(values_t)
+    next_value = torch.zeros_like(values_t[0])
+    last_advantage = torch.zeros_like(values_t[0])
+    for t in reversed(range(values_t.shape[0])):
+        delta = torch.add(reward_minus_value_t[t], next_value, alpha=gamma)
         # masked positions (padding and interior gaps) carry V_next and A_next through unchanged
+        candidate = delta.add_(last_advantage, alpha=gamma * lam)
+        last_advantage = torch.where(valid_t[t], candidate, last_advantage, out=advantages_t[t])
         next_value = torch.where(valid_t[t], values_t[t], next_value)
-        last_advantage = torch.where(valid_t[t], delta + gamma * lam * last_advantage, last_advantage)
-        advantages_t[t] = last_advantage
     advantages = advantages_t.T.contiguous()
     returns = (advantages + values.to(dtype)).to(token_level_rewards.dtype)
     return masked_whiten(advantages, response_mask).to(token_level_rewards.dtype), returns
