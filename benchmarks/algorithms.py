@@ -253,14 +253,14 @@ def run(batch_size: int, length: int, repeats: int, loop_repeats: int) -> list[t
 
 
 def format_table(rows: list[tuple]) -> str:
-    header = f"{'kind':<12} {'component':<29} {'B×T':>10} {'rlrun ms':>9} {'loop ms':>9} {'loop/rlrun':>10} {'floor ms':>9} {'rlrun/floor':>11}"
+    header = f"{'kind':<12} {'component':<38} {'B×T':>10} {'rlrun ms':>9} {'loop ms':>9} {'loop/rlrun':>10} {'floor ms':>9} {'rlrun/floor':>11}"
     lines = [header, "-" * len(header)]
     for kind, name, batch_size, length, ours, loop, floor in rows:
         loop_ms = f"{loop:9.1f}" if loop is not None else f"{'n/a':>9}"
         speedup = f"{loop / ours:9.1f}×" if loop is not None else f"{'':>10}"
         tag = " (outcome)" if name in OUTCOME_ESTIMATORS and kind == "advantage" else ""
         lines.append(
-            f"{kind:<12} {name + tag:<29} {f'{batch_size}×{length}':>10} {ours:9.1f} {loop_ms} {speedup} "
+            f"{kind:<12} {name + tag:<38} {f'{batch_size}×{length}':>10} {ours:9.1f} {loop_ms} {speedup} "
             f"{floor:9.1f} {ours / floor:10.2f}×"
         )
     return "\n".join(lines)

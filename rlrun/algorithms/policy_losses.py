@@ -57,8 +57,9 @@ def _bounds(
     return low, high
 
 
-def _clamped_ratio(log_ratio: torch.Tensor) -> torch.Tensor:
-    return torch.exp(torch.clamp(log_ratio, min=-RATIO_LOG_CLAMP, max=RATIO_LOG_CLAMP))
+def _clamped_log_ratio(log_prob: torch.Tensor, old_log_prob: torch.Tensor) -> torch.Tensor:
+    """`logπ - logπ_old` clamped to ±20 before anyone exponentiates it (verl's stability clamp)."""
+    return torch.clamp(log_prob - old_log_prob, min=-RATIO_LOG_CLAMP, max=RATIO_LOG_CLAMP)
 
 
 def _aggregate(
@@ -119,7 +120,7 @@ def vanilla(
         raise ValueError(f"clip_ratio_c (dual-clip lower bound) must be > 1.0, got {clip_ratio_c}")
     low, high = _bounds(clip_ratio, clip_ratio_low, clip_ratio_high)
     old_log_prob, log_prob, advantages = _valid(response_mask, old_log_prob, log_prob, advantages)
-    log_ratio = torch.clamp(log_prob - old_log_prob, min=-RATIO_LOG_CLAMP, max=RATIO_LOG_CLAMP)
+    log_ratio = _clamped_log_ratio(log_prob, old_log_prob)
     ratio = torch.exp(log_ratio)
     neg_advantages = -advantages
     unclipped = neg_advantages * ratio
@@ -207,7 +208,7 @@ def cispo(
     """CISPO: -sg(clip(ratio))·A·logπ; clipping bounds the weight, never drops the gradient."""
     low, high = _bounds(clip_ratio, clip_ratio_low, clip_ratio_high)
     old_log_prob, log_prob, advantages = _valid(response_mask, old_log_prob, log_prob, advantages)
-    log_ratio = torch.clamp(log_prob - old_log_prob, min=-RATIO_LOG_CLAMP, max=RATIO_LOG_CLAMP)
+    log_ratio = _clamped_log_ratio(log_prob, old_log_prob)
     ratio = torch.exp(log_ratio)
     clipped_ratio = torch.clamp(ratio, 1 - low, 1 + high)
     pg_losses = -clipped_ratio.detach() * advantages * log_prob
@@ -235,7 +236,7 @@ def sapo(
 ) -> LossOutput:
     """SAPO: soft sigmoid gate on the ratio instead of a hard clip (always seq-mean-token-mean)."""
     old_log_prob, log_prob, advantages = _valid(response_mask, old_log_prob, log_prob, advantages)
-    log_ratio = torch.clamp(log_prob - old_log_prob, min=-RATIO_LOG_CLAMP, max=RATIO_LOG_CLAMP)
+    log_ratio = _clamped_log_ratio(log_prob, old_log_prob)
     ratio = torch.exp(log_ratio)
     tau = torch.where(advantages > 0, tau_pos, tau_neg).to(ratio.dtype)
     gates = torch.sigmoid(tau * (ratio - 1.0)) * (4.0 / tau)
@@ -392,7 +393,7 @@ def _dppo(
     agg_kwargs: dict[str, Any] | None,
 ) -> LossOutput:
     """DPPO core: truncated-IS policy gradient on the tokens whose divergence stays in bounds."""
-    log_ratio = torch.clamp(log_prob - old_log_prob, min=-RATIO_LOG_CLAMP, max=RATIO_LOG_CLAMP)
+    log_ratio = _clamped_log_ratio(log_prob, old_log_prob)
     ratio = torch.exp(log_ratio)
     truncated = torch.clamp(ratio, max=clip_ratio_c).detach()
     in_bounds = divergence_ok.detach().to(log_prob.dtype)
