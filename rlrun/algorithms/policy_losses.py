@@ -374,6 +374,8 @@ def dro(
     **_: Any,
 ) -> LossOutput:
     """DRO: -(logπ·A - ½β(logπ - logπ_old)²), a quadratic penalty instead of ratio clipping."""
+    if dro_beta <= 0:
+        raise ValueError(f"dro_beta must be > 0, got {dro_beta}")
     old_log_prob, log_prob, advantages = _valid(response_mask, old_log_prob, log_prob, advantages)
     log_ratio = log_prob - old_log_prob
     pg_losses = -(log_prob * advantages - 0.5 * dro_beta * log_ratio.square())

@@ -138,6 +138,8 @@ def test_dro_quadratic_penalty():
     token0 = -(-0.5 * 1.0 - 0.5 * 0.2 * 0.25)
     token1 = -(-2.0 * -1.0)
     assert loss.item() == pytest.approx((token0 + token1) / 2)
+    with pytest.raises(ValueError, match="dro_beta"):
+        loss_of("dro", old, lp, adv, torch.ones(1, 2), dro_beta=0.0)
 
 
 def test_dppo_tv_drops_tokens_outside_the_tv_bound():
