@@ -7,14 +7,15 @@ norm_adv_by_std_in_grpo`, ...) and ignores what it does not use. The score of a 
 `Σ_t token_level_rewards` over all positions, as in verl. Outputs have the rewards' dtype;
 group statistics run in float64 (they are (B,)-sized).
 
-Where this differs from verl or a paper:
+Notes on verl and the papers:
 - reinforce_plus_plus: at masked positions (interior gaps included) the running return carries
-  through unchanged and `returns` is 0 there (the spec's rule); verl's loop resets it at a masked
-  position instead. Both agree on right-padded responses with zero rewards on padding.
-- opo: a group whose responses are all empty gets baseline 0 (verl divides 0 by 0).
+  through unchanged and `returns` is 0 there, as in verl since its multi-turn fix (#7300); older
+  verl reset the running return at every masked position.
+- rloo keeps a singleton's raw score (verl's loop form; its vectorized variant zeroes it) and
+  uses `n/(n-1)·(r - mean)`, equal to the paper's leave-one-out baseline.
 - grpo (std-norm) divides by `std + ε` (verl), not `std` as in the GRPO paper; Dr.GRPO is
   `norm_adv_by_std_in_grpo=False` (advantage = r - mean, no std), as in the Dr.GRPO paper.
-- rloo uses verl's form `n/(n-1)·(r - mean)`, equal to the paper's leave-one-out baseline.
+- opo: a group whose responses are all empty gets baseline 0 (verl divides 0 by 0).
 """
 
 from __future__ import annotations

@@ -13,14 +13,15 @@ Inputs are zeroed at padded positions first, so NaN or garbage there changes nei
 nor the gradients (verl multiplies by the mask, which lets NaN through).
 
 Where this differs from verl or a paper:
-- gspo aggregates with the mode it is given (recipes use seq-mean-token-mean); sapo always uses
+- gspo aggregates with the mode it is given, as current verl does (older verl forced
+  seq-mean-token-mean; the GSPO paper's recipe is seq-mean-token-mean); sapo always uses
   seq-mean-token-mean, as in verl.
 - geo_mean averages over rows with `torch.mean` and ignores `agg_kwargs`, as verl does.
 - dppo_tv / dppo_kl read the divergence thresholds from clip_ratio(_low/_high) and truncate the
   IS ratio at `clip_ratio_c`, as verl does (the DPPO paper recommends a large threshold).
 - clip_cov / kl_cov draw / rank tokens like verl; clip_cov's draw uses `generator` when given.
-- dro: `-(logp·A - ½·β·(logp - old)²)` per token (Kimi k1.5 / Richemond et al.), aggregated
-  with the given mode; β = `dro_beta`.
+- dro: `-(logp·A - ½·β·(logp - old)²)` per token (Richemond et al.; verl's docs/algo/dro.md),
+  aggregated with the given mode; β = `dro_beta` > 0 (the default 0.1 is rlrun's choice).
 """
 
 from __future__ import annotations
