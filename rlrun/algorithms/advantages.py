@@ -9,7 +9,7 @@ group statistics run in float64 (they are (B,)-sized).
 
 Notes on verl and the papers:
 - reinforce_plus_plus: at masked positions (interior gaps included) the running return carries
-  through unchanged and `returns` is 0 there, as in verl since its multi-turn fix (#7300); older
+  through unchanged and `returns` is 0 there, as in current verl (its multi-turn fix); older
   verl reset the running return at every masked position.
 - rloo keeps a singleton's raw score (verl's loop form; its vectorized variant zeroes it) and
   uses `n/(n-1)·(r - mean)`, equal to the paper's leave-one-out baseline.
