@@ -81,7 +81,7 @@ def kl_penalty(logprob: torch.Tensor, ref_logprob: torch.Tensor, kl_penalty: str
 class FixedKLController:
     """A constant KL coefficient."""
 
-    def __init__(self, kl_coef: float):
+    def __init__(self, kl_coef: float = 0.001):
         self.value = float(kl_coef)
 
     def update(self, current_kl: float, n_steps: int) -> None:
@@ -97,7 +97,7 @@ class FixedKLController:
 class AdaptiveKLController:
     """A KL coefficient steered towards a target KL (Ziegler et al., 2019)."""
 
-    def __init__(self, init_kl_coef: float, target_kl: float, horizon: int):
+    def __init__(self, init_kl_coef: float = 0.001, target_kl: float = 0.1, horizon: int = 10000):
         if horizon <= 0:
             raise ValueError(f"horizon must be > 0, got {horizon}")
         self.value = float(init_kl_coef)
