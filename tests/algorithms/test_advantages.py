@@ -277,14 +277,28 @@ def grouped_batches(draw):
 
 
 @settings(max_examples=40, deadline=None)
-@given(batch=grouped_batches(), name=st.sampled_from(GROUP_ESTIMATORS))
+@given(
+    batch=grouped_batches(), name=st.sampled_from(GROUP_ESTIMATORS + ("gae", "reinforce_plus_plus", "remax"))
+)
 def test_permuting_rows_permutes_advantages(batch, name):
     rewards, mask, index, perm = batch
-    if mask.sum() < 2 and name in ("reinforce_plus_plus_baseline", "gdpo"):
+    if mask.sum() < 2 and name in ("reinforce_plus_plus_baseline", "gdpo", "gae", "reinforce_plus_plus"):
         return  # whitening needs two tokens
-    expected, _ = run(name, rewards, mask, index)
-    permuted, _ = run(name, rewards[perm], mask[perm], index[perm])
-    assert torch.allclose(permuted, expected[perm], atol=1e-5)
+    values = torch.linspace(-1, 1, rewards.numel()).view_as(rewards)
+    baselines = torch.linspace(0, 1, len(rewards))
+    kw = {"gamma": 0.9, "lam": 0.8}
+    expected = run(name, rewards, mask, index, values=values, reward_baselines=baselines, **kw)
+    permuted = run(
+        name,
+        rewards[perm],
+        mask[perm],
+        index[perm],
+        values=values[perm],
+        reward_baselines=baselines[perm],
+        **kw,
+    )
+    for got, want in zip(permuted, expected):
+        assert torch.allclose(got, want[perm], atol=1e-5)
 
 
 @settings(max_examples=40, deadline=None)
