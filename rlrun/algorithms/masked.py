@@ -63,13 +63,21 @@ def masked_mean(values: torch.Tensor, mask: torch.Tensor, dim: int | None = None
 
 def masked_var(values: torch.Tensor, mask: torch.Tensor, unbiased: bool = True) -> torch.Tensor:
     """Variance of `values` over the mask (Bessel-corrected unless `unbiased=False`)."""
+    return _mean_centred_var(values, mask, unbiased)[2]
+
+
+def _mean_centred_var(
+    values: torch.Tensor, mask: torch.Tensor, unbiased: bool
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Masked mean, `values - mean` at every position, and the masked variance."""
     mean = masked_mean(values, mask)
-    variance = masked_mean((values - mean) ** 2, mask)
+    centred = values - mean
+    variance = masked_mean(centred.square(), mask)
     if unbiased:
         count = mask_count(mask, dtype=variance.dtype)
         _require_two(count)
         variance = variance * count / (count - 1)
-    return variance
+    return mean, centred, variance
 
 
 def _require_two(count: torch.Tensor) -> None:
@@ -82,11 +90,11 @@ def _require_two(count: torch.Tensor) -> None:
 
 def masked_whiten(values: torch.Tensor, mask: torch.Tensor, shift_mean: bool = True) -> torch.Tensor:
     """`(values - μ)·rsqrt(var + 1e-8)` with μ, var over the mask, applied to every position."""
-    mean, var = masked_mean(values, mask), masked_var(values, mask)
-    whitened = (values - mean) * torch.rsqrt(var + WHITEN_EPS)
+    mean, centred, var = _mean_centred_var(values, mask, unbiased=True)
+    whitened = centred.mul_(torch.rsqrt(var + WHITEN_EPS))  # `centred` is ours: scale it in place
     if not shift_mean:
-        whitened = whitened + mean
-    return whitened.to(values.dtype)
+        whitened += mean
+    return whitened
 
 
 def masked_whiten_rows(
