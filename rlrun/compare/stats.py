@@ -45,6 +45,7 @@ _BETTER: tuple[tuple[str, Direction], ...] = (
     ("train/skipped_updates", "lower"),
     ("perf/throughput*", "higher"),
     ("perf/time*", "lower"),
+    ("timing_s/*", "lower"),
 )
 
 
