@@ -55,15 +55,16 @@ class ExperienceCollector:
 
     def __init__(self, *, engine: RolloutEngine, tokenizer: Any, dataset: PromptDataset, sampler: PromptSampler,
                  reward_fn: RewardFunction, sampling: SamplingParams, overlong: OverlongShaping,
-                 group_filter: GroupFilter, device: torch.device):
+                 group_filter: GroupFilter, device: torch.device, rank: int = 0, world: int = 1):
         self.engine, self.tokenizer, self.reward_fn, self.sampling = engine, tokenizer, reward_fn, sampling
         self.dataset, self.sampler = dataset, sampler
         self.overlong, self.group_filter, self.device = overlong, group_filter, device
+        self.rank, self.world = rank, world  # data parallelism: each process takes its share of the prompts
         self.frac_zero_std = 0.0  # of the last collection, before any filtering
         self.timing = {"gen": 0.0, "reward": 0.0}  # seconds spent since the last reset
 
     def collect(self, num_prompts: int, seed: int) -> tuple[Experience, int]:
-        """`num_prompts` groups of `sampling.n` scored responses and the number of generation
+        """`num_prompts` groups (this process's share) of `sampling.n` scored responses and the number of generation
         batches it took. With dynamic sampling only informative groups (metric not constant
         within the group) are kept, and more prompts are drawn until there are enough."""
         limit = self.group_filter.max_num_gen_batches if self.group_filter.enabled else 1
@@ -77,7 +78,9 @@ class ExperienceCollector:
                     f"batches: the other prompts' responses all got the same {self.group_filter.metric}, so the "
                     "data is too hard or too easy for the model. Raise algorithm.group_filter.max_num_gen_batches "
                     "(0 = unlimited) or change the data")
-            exp = self.generate(self.sampler.next_indices(num_prompts), self.sampling, seed=seed + gen_batches)
+            drawn = self.sampler.next_indices(num_prompts * self.world)  # the same on every process
+            mine = drawn[self.rank * num_prompts:(self.rank + 1) * num_prompts]
+            exp = self.generate(mine, self.sampling, seed=seed + gen_batches * self.world + self.rank)
             gen_batches += 1
             informative = self._informative(exp)
             if gen_batches == 1:

@@ -72,7 +72,8 @@ def training_step(s: Session, step: int) -> dict[str, float]:
     timer = Timer()
     with timer("step"):
         s.collector.timing = {"gen": 0.0, "reward": 0.0}
-        exp, gen_batches = s.collector.collect(r.trainer.prompts_per_step, step_seed(r.trainer.seed, step, GEN_STREAM))
+        exp, gen_batches = s.collector.collect(r.trainer.prompts_per_step // s.accelerator.num_processes,
+                                               step_seed(r.trainer.seed, step, GEN_STREAM))
         seq, mask = exp.seq, exp.seq.response_mask
         baselines = None
         if needs.greedy_baseline:  # ReMax: the reward of one greedy response per prompt

@@ -168,8 +168,8 @@ class ConsoleSink:
         self.table_every = table_every
         self._last: dict[str, float] = {}
         self.progress = Progress(
-            TextColumn("[bold]train"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TextColumn("eta"),
-            TimeRemainingColumn(), TextColumn("{task.fields[figures]}"), console=self.console, transient=False,
+            TextColumn("[bold]step"), MofNCompleteColumn(), BarColumn(bar_width=16), TimeElapsedColumn(),
+            TextColumn("eta"), TimeRemainingColumn(), TextColumn("{task.fields[figures]}"), console=self.console,
         )
         self.task = self.progress.add_task("train", total=total_steps, completed=start_step, figures="")
         self.progress.start()

@@ -18,12 +18,7 @@ from transformers import (
     PreTrainedTokenizerBase,
 )
 
-
-def resolve_model_path(path: str) -> str:
-    """`rlrun:<name>` to the shipped model's directory; anything else unchanged."""
-    from rlrun.embedded import resolve_model_path as resolve
-
-    return str(resolve(path))
+from rlrun.embedded import resolve_model_path
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 

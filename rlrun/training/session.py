@@ -131,7 +131,8 @@ class Session:
         self.collector = ExperienceCollector(
             engine=self.engine, tokenizer=self.tokenizer, dataset=self.train_data, sampler=self.sampler,
             reward_fn=self.reward_fn, sampling=self.sampling, overlong=r.reward.overlong_shaping,
-            group_filter=r.algorithm.group_filter, device=self.device)
+            group_filter=r.algorithm.group_filter, device=self.device,
+            rank=self.accelerator.process_index, world=self.accelerator.num_processes)
 
     def _frozen(self, path: str) -> torch.nn.Module:
         return load_causal_lm(path, self.recipe.model.dtype, self.recipe.model.trust_remote_code,

@@ -73,13 +73,18 @@ def test_every_recipe_trains_checkpoints_and_resumes(recipe, tmp_path):
     assert without_clock(records(run_dir))[:4] == without_clock(rows)
 
 
+# Subprocesses import this checkout's rlrun, whatever is installed and wherever they run.
+REPO = str(Path(__file__).resolve().parents[2])
+ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": os.pathsep.join(filter(None, [REPO, os.environ.get("PYTHONPATH")]))}
+
+
 def _cli(*args: str) -> list[str]:
     return [sys.executable, "-c", "from rlrun.cli import app; app()", *args]
 
 
 def test_kill_9_then_resume_ends_exactly_like_an_uninterrupted_run(tmp_path):
     overrides = small("grpo", steps=6)
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    env = ENV
     subprocess.run(_cli("train", "grpo", *overrides, "--run-dir", str(tmp_path / "straight")), env=env, check=True,
                    capture_output=True)
 
@@ -117,7 +122,7 @@ def test_a_run_directory_is_never_reused_by_accident(tmp_path):
 def test_ctrl_c_saves_a_checkpoint_and_marks_the_run_interrupted(tmp_path):
     run_dir = tmp_path / "r"
     proc = subprocess.Popen(_cli("train", "grpo", *small("grpo", steps=200), "--run-dir", str(run_dir)),
-                            env={**os.environ, "OMP_NUM_THREADS": "1"}, stdout=subprocess.DEVNULL,
+                            env=ENV, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 300
     while time.time() < deadline and not ((run_dir / "metrics.jsonl").exists() and len(records(run_dir)) >= 2):
@@ -134,7 +139,7 @@ def test_ctrl_c_saves_a_checkpoint_and_marks_the_run_interrupted(tmp_path):
 
 def test_dry_run_writes_nothing(tmp_path):
     result = subprocess.run(_cli("train", "dapo", f"trainer.output_dir={tmp_path}", "--dry-run"), capture_output=True,
-                            text=True, env={**os.environ, "OMP_NUM_THREADS": "1"}, cwd=tmp_path)
+                            text=True, env=ENV, cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert "update_actor" in result.stdout and "peak rss" in result.stdout
     assert list(tmp_path.iterdir()) == []
