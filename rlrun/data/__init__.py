@@ -1,1 +1,50 @@
-"""Prompt datasets: the built-in generator, local files, verl parquet, Hugging Face datasets."""
+"""Prompt datasets: the built-in generator, local JSONL/JSON/Parquet (verl layout included) and
+Hugging Face datasets, tokenised once, with a resumable seeded sampler."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from rlrun.data.dataset import LengthReport, PromptDataset, build_prompt_dataset, get_field
+from rlrun.data.padding import left_pad
+from rlrun.data.sampler import PromptSampler
+from rlrun.data.sources import ARITHMETIC, DataError, is_split_source, load_file, load_records
+
+
+def load_prompt_datasets(data: Mapping[str, Any], tokenizer: Any) -> tuple[PromptDataset, PromptDataset | None]:
+    """The train and validation datasets of a recipe's ``data`` section (a mapping).
+
+    Validation comes from ``val_source`` when set; otherwise from the generator's validation
+    split, or a hub dataset's validation/test split; a local file alone has none (None).
+    """
+    options = {
+        "prompt_key": data.get("prompt_key", "prompt"),
+        "answer_key": data.get("answer_key", "answer"),
+        "apply_chat_template": data.get("apply_chat_template", "auto"),
+        "max_prompt_tokens": data.get("max_prompt_tokens"),
+        "overlong": data.get("overlong_prompts", "drop"),
+    }
+    source, val_source = data.get("source", ARITHMETIC), data.get("val_source")
+    arithmetic = data.get("arithmetic")
+    train = build_prompt_dataset(load_records(source, "train", arithmetic), tokenizer, name=source, **options)
+    if val_source is None and not is_split_source(source):
+        return train, None
+    val_records = load_records(val_source or source, "validation", arithmetic)
+    if val_records is None:
+        return train, None
+    return train, build_prompt_dataset(val_records, tokenizer, name=f"{val_source or source} (validation)", **options)
+
+
+__all__ = [
+    "DataError",
+    "LengthReport",
+    "PromptDataset",
+    "PromptSampler",
+    "build_prompt_dataset",
+    "get_field",
+    "left_pad",
+    "load_file",
+    "load_prompt_datasets",
+    "load_records",
+]

@@ -1,0 +1,172 @@
+"""Records -> a tokenised prompt dataset: keys picked, chat template applied, length limit enforced.
+
+Tokenisation happens once, here; the training loop only indexes the result.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from rlrun.data.sources import DataError
+
+logger = logging.getLogger("rlrun.data")
+
+ChatTemplateMode = Literal["auto", True, False]
+OverlongPolicy = Literal["drop", "truncate", "error"]
+VERL_ANSWER_KEY = "reward_model.ground_truth"  # used when the configured answer key is absent
+
+
+@dataclass(frozen=True)
+class LengthReport:
+    """What the prompt length limit did to a dataset."""
+
+    total: int
+    dropped: int = 0
+    truncated: int = 0
+    max_prompt_tokens: int | None = None
+
+    def __str__(self) -> str:
+        kept = self.total - self.dropped
+        text = f"{kept} of {self.total} prompts kept"
+        if self.dropped or self.truncated:
+            action = "dropped" if self.dropped else "truncated to their last tokens"
+            text += f" ({self.dropped or self.truncated} longer than {self.max_prompt_tokens} tokens {action})"
+        return text
+
+
+@dataclass
+class PromptDataset:
+    """Parallel columns; ``prompts`` is the text the model sees (chat template applied)."""
+
+    prompts: list[str]
+    prompt_ids: list[list[int]]
+    ground_truths: list[str]
+    extra: dict[str, list[Any]] = field(default_factory=dict)  # other columns, passed to rewards
+    report: LengthReport | None = None
+
+    def __len__(self) -> int:
+        return len(self.prompts)
+
+    def take(self, indices: Sequence[int]) -> PromptDataset:
+        """The rows at ``indices``, in that order."""
+        return PromptDataset(
+            [self.prompts[i] for i in indices],
+            [self.prompt_ids[i] for i in indices],
+            [self.ground_truths[i] for i in indices],
+            {k: [col[i] for i in indices] for k, col in self.extra.items()},
+        )
+
+
+def get_field(record: dict[str, Any], key: str) -> Any:
+    """``record["a"]["b"]`` for ``key="a.b"``; KeyError when any part is missing."""
+    value: Any = record
+    for part in key.split("."):
+        if not isinstance(value, dict) or part not in value:
+            raise KeyError(key)
+        value = value[part]
+    return value
+
+
+def build_prompt_dataset(
+    records: Iterable[dict[str, Any]],
+    tokenizer: Any,
+    *,
+    prompt_key: str = "prompt",
+    answer_key: str = "answer",
+    apply_chat_template: ChatTemplateMode | str = "auto",
+    max_prompt_tokens: int | None = None,
+    overlong: OverlongPolicy | str = "drop",
+    name: str = "dataset",
+) -> PromptDataset:
+    """Tokenise ``records`` once. Prompts may be strings or chat message lists (verl layout).
+
+    Over-long prompts are dropped, truncated (keeping their last tokens: the end of the
+    question and the generation prompt) or raise, per ``overlong``; counts are in ``.report``.
+    """
+    records = list(records)
+    if overlong not in ("drop", "truncate", "error"):
+        raise ValueError(f"overlong must be drop | truncate | error, got {overlong!r}")
+    use_template = _use_chat_template(tokenizer, apply_chat_template, name)
+    raw_prompts = [_field(r, prompt_key, i, name) for i, r in enumerate(records)]
+    truths = [_answer(r, answer_key, i, name) for i, r in enumerate(records)]
+    texts = [_render(p, tokenizer, use_template, i, name) for i, p in enumerate(raw_prompts)]
+    ids = tokenizer(texts, add_special_tokens=not use_template)["input_ids"] if texts else []
+    top_keys = {prompt_key.split(".")[0], answer_key.split(".")[0]}
+    extra_keys = sorted({k for r in records for k in r} - top_keys)
+    extra = {k: [r.get(k) for r in records] for k in extra_keys}
+
+    limit = max_prompt_tokens
+    too_long = [i for i, seq in enumerate(ids) if limit is not None and len(seq) > limit]
+    if too_long and overlong == "error":
+        first = too_long[0]
+        raise DataError(
+            f"{name}: {len(too_long)} prompts are longer than max_prompt_tokens={limit} "
+            f"(record {first} has {len(ids[first])} tokens); raise data.max_prompt_tokens or set "
+            "data.overlong_prompts to drop | truncate"
+        )
+    if overlong == "truncate":
+        for i in too_long:
+            ids[i] = ids[i][-limit:]
+            texts[i] = tokenizer.decode(ids[i])
+        keep = range(len(ids))
+    else:
+        dropped = set(too_long)
+        keep = [i for i in range(len(ids)) if i not in dropped]
+    report = LengthReport(len(ids), len(ids) - len(keep), len(too_long) if overlong == "truncate" else 0, limit)
+    if too_long:
+        logger.warning("%s: %s", name, report)
+    dataset = PromptDataset(texts, ids, truths, extra).take(list(keep))
+    dataset.report = report
+    if not len(dataset):
+        raise DataError(f"{name}: no prompts left ({report})")
+    return dataset
+
+
+def _use_chat_template(tokenizer: Any, mode: ChatTemplateMode | str, name: str) -> bool:
+    has_template = bool(getattr(tokenizer, "chat_template", None))
+    if mode in (True, "true"):
+        if not has_template:
+            raise DataError(f"{name}: data.apply_chat_template is true but the tokenizer has no chat template")
+        return True
+    if mode in (False, "false"):
+        return False
+    if mode != "auto":
+        raise ValueError(f"apply_chat_template must be auto | true | false, got {mode!r}")
+    return has_template
+
+
+def _render(prompt: Any, tokenizer: Any, use_template: bool, index: int, name: str) -> str:
+    if isinstance(prompt, str):
+        messages = [{"role": "user", "content": prompt}]
+    elif isinstance(prompt, list) and all(isinstance(m, dict) and "content" in m for m in prompt):
+        messages = prompt
+    else:
+        raise DataError(f"{name}: record {index}: a prompt must be a string or a list of chat messages, "
+                        f"got {type(prompt).__name__}")
+    if use_template:
+        return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    return prompt if isinstance(prompt, str) else "\n".join(m["content"] for m in messages)
+
+
+def _field(record: dict[str, Any], key: str, index: int, name: str) -> Any:
+    try:
+        return get_field(record, key)
+    except KeyError:
+        raise DataError(f"{name}: record {index} has no {key!r} (keys: {', '.join(sorted(record))})") from None
+
+
+def _answer(record: dict[str, Any], key: str, index: int, name: str) -> str:
+    try:
+        value = get_field(record, key)
+    except KeyError:
+        try:
+            value = get_field(record, VERL_ANSWER_KEY)
+        except KeyError:
+            raise DataError(
+                f"{name}: record {index} has neither {key!r} nor {VERL_ANSWER_KEY!r} "
+                f"(keys: {', '.join(sorted(record))}); set data.answer_key"
+            ) from None
+    return value if isinstance(value, str) else str(value)

@@ -1,0 +1,145 @@
+import json
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from transformers import AutoTokenizer
+
+from rlrun.data import (
+    DataError,
+    PromptSampler,
+    build_prompt_dataset,
+    left_pad,
+    load_file,
+    load_prompt_datasets,
+)
+from rlrun.embedded import resolve_model_path
+
+CHAT_TEMPLATE = (
+    "{% for m in messages %}{{ m.role }}: {{ m.content }} {% endfor %}"
+    "{% if add_generation_prompt %}assistant: {% endif %}"
+)
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return AutoTokenizer.from_pretrained(resolve_model_path("rlrun:tiny-base"))
+
+
+@pytest.fixture
+def chat_tokenizer():
+    tok = AutoTokenizer.from_pretrained(resolve_model_path("rlrun:tiny-base"))
+    tok.chat_template = CHAT_TEMPLATE
+    return tok
+
+
+def _verl_parquet(path):
+    rows = [
+        {"data_source": "openai/gsm8k", "prompt": [{"role": "user", "content": f"what is {a}+{a}?"}],
+         "ability": "math", "reward_model": {"style": "rule", "ground_truth": str(2 * a)},
+         "extra_info": {"index": a, "split": "train"}}
+        for a in range(5)
+    ]
+    pq.write_table(pa.Table.from_pylist(rows), path)
+
+
+def test_generator_datasets_are_tokenised_once(tokenizer):
+    data = {"source": "rlrun:arithmetic", "arithmetic": {"digits": 2, "operators": ["+"], "train_size": 64,
+                                                          "val_size": 16, "seed": 1}}
+    train, val = load_prompt_datasets(data, tokenizer)
+    assert (len(train), len(val)) == (64, 16)
+    assert train.prompt_ids[0] == tokenizer(train.prompts[0])["input_ids"]
+    assert train.prompt_ids[0][0] == tokenizer.bos_token_id
+    assert train.extra == {"data_source": ["rlrun:arithmetic"] * 64}
+    assert not {p for p in train.prompts} & {p for p in val.prompts}
+
+
+def test_verl_parquet_loads_as_is(tmp_path, tokenizer):
+    path = tmp_path / "train.parquet"
+    _verl_parquet(path)
+    train, val = load_prompt_datasets({"source": str(path), "val_source": str(path)}, tokenizer)
+    assert train.prompts[3] == "what is 3+3?"  # no chat template: the message text itself
+    assert train.ground_truths[3] == "6"  # reward_model.ground_truth, found without configuration
+    assert train.extra["data_source"][0] == "openai/gsm8k"
+    assert train.extra["extra_info"][3] == {"index": 3, "split": "train"}
+    assert len(val) == 5
+
+
+def test_chat_template_auto_true_false(tmp_path, tokenizer, chat_tokenizer):
+    path = tmp_path / "train.parquet"
+    _verl_parquet(path)
+    templated = build_prompt_dataset(load_file(path), chat_tokenizer, answer_key="reward_model.ground_truth")
+    assert templated.prompts[0] == "user: what is 0+0? assistant: "
+    assert templated.prompt_ids[0][0] != chat_tokenizer.bos_token_id  # the template owns special tokens
+    plain = build_prompt_dataset(load_file(path), chat_tokenizer, apply_chat_template=False)
+    assert plain.prompts[0] == "what is 0+0?"
+    with pytest.raises(DataError, match="no chat template"):
+        build_prompt_dataset(load_file(path), tokenizer, apply_chat_template=True)
+
+
+@pytest.mark.parametrize("suffix", [".jsonl", ".json"])
+def test_json_files_with_dotted_keys(tmp_path, tokenizer, suffix):
+    records = [{"q": {"text": f"{i}+1="}, "meta": {"answer": i + 1}, "tag": "t"} for i in range(4)]
+    path = tmp_path / f"data{suffix}"
+    text = "\n".join(map(json.dumps, records)) if suffix == ".jsonl" else json.dumps(records)
+    path.write_text(text)
+    train, val = load_prompt_datasets({"source": str(path), "prompt_key": "q.text", "answer_key": "meta.answer"},
+                                      tokenizer)
+    assert val is None  # a file alone has no validation split
+    assert train.prompts == ["0+1=", "1+1=", "2+1=", "3+1="]
+    assert train.ground_truths == ["1", "2", "3", "4"]
+    assert train.extra == {"tag": ["t"] * 4}
+
+
+def test_missing_keys_and_bad_files_are_reported(tmp_path, tokenizer):
+    path = tmp_path / "d.jsonl"
+    path.write_text('{"prompt": "1+1="}\n')
+    with pytest.raises(DataError, match=r"record 0 has neither 'answer' nor 'reward_model.ground_truth' \(keys: prompt\)"):
+        load_prompt_datasets({"source": str(path)}, tokenizer)
+    path.write_text('{"prompt": "1+1=", "answer": "2"}\n{oops\n')
+    with pytest.raises(DataError, match=r"d.jsonl:2: invalid JSON"):
+        load_file(path)
+    with pytest.raises(DataError, match="unsupported data file type"):
+        load_file(tmp_path / "d.csv")
+
+
+def test_hub_datasets_need_the_datasets_package_or_network(tokenizer):
+    with pytest.raises(DataError, match="hf:nobody/nothing"):
+        load_prompt_datasets({"source": "hf:nobody/nothing"}, tokenizer)
+
+
+@pytest.mark.parametrize(("policy", "kept", "dropped", "truncated"), [("drop", 2, 2, 0), ("truncate", 4, 0, 2)])
+def test_overlong_prompts_are_dropped_or_truncated_and_counted(tokenizer, policy, kept, dropped, truncated):
+    records = [{"prompt": p, "answer": "0"} for p in ["1+1=", "11+11=", "1+2=", "123+123="]]
+    data = build_prompt_dataset(records, tokenizer, max_prompt_tokens=5, overlong=policy)
+    assert len(data) == kept
+    assert (data.report.total, data.report.dropped, data.report.truncated) == (4, dropped, truncated)
+    assert max(map(len, data.prompt_ids)) <= 5
+    assert str(data.report).startswith(f"{kept} of 4 prompts kept")
+    if policy == "truncate":
+        assert data.prompts[3] == "+123="  # the end of the question is kept
+
+
+def test_overlong_prompts_can_be_an_error(tokenizer):
+    records = [{"prompt": "123+123=", "answer": "246"}]
+    with pytest.raises(DataError, match="1 prompts are longer than max_prompt_tokens=5"):
+        build_prompt_dataset(records, tokenizer, max_prompt_tokens=5, overlong="error")
+
+
+def test_sampler_epochs_shuffle_and_resume():
+    sampler = PromptSampler(10, seed=3)
+    first_epoch = sampler.next_indices(10)
+    assert sorted(first_epoch) == list(range(10)) and first_epoch != list(range(10))
+    assert sampler.epoch == 1
+    resumed = PromptSampler(10, seed=3)
+    resumed.load_state_dict(json.loads(json.dumps(sampler.state_dict())))
+    assert resumed.next_indices(25) == sampler.next_indices(25)  # spans epochs 1 to 3
+    assert PromptSampler(4, shuffle=False).next_indices(6) == [0, 1, 2, 3, 0, 1]
+    with pytest.raises(ValueError, match="size, shuffle, seed"):
+        PromptSampler(11, seed=3).load_state_dict(sampler.state_dict())
+
+
+def test_left_pad():
+    ids, mask = left_pad([[5, 6, 7], [8], [9, 10]], pad_id=0)
+    assert ids.tolist() == [[5, 6, 7], [0, 0, 8], [0, 9, 10]]
+    assert mask.tolist() == [[1, 1, 1], [0, 0, 1], [0, 1, 1]]
