@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from rlrun.rollout import hf as _hf  # noqa: F401  (registers "hf")
 from rlrun.rollout.base import (
     FINISH_LENGTH,
     FINISH_STOP,
@@ -17,7 +18,6 @@ from rlrun.rollout.base import (
     RolloutEngine,
     SamplingParams,
 )
-from rlrun.rollout import hf as _hf  # noqa: F401  (registers "hf")
 
 
 @ROLLOUT_ENGINES.register("vllm")

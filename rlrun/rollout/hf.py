@@ -88,10 +88,10 @@ class HFRolloutEngine:
     def _generation_config(self, sampling: SamplingParams) -> GenerationConfig:
         # Every knob that changes the distribution is set explicitly: generate() would otherwise
         # fill unset ones from the model's generation_config.json (e.g. a repetition penalty).
-        sampling_knobs = {} if sampling.greedy else dict(
-            temperature=sampling.temperature, top_k=sampling.top_k, top_p=sampling.top_p,
-            min_p=0.0, typical_p=1.0, epsilon_cutoff=0.0, eta_cutoff=0.0,
-        )
+        sampling_knobs = {} if sampling.greedy else {
+            "temperature": sampling.temperature, "top_k": sampling.top_k, "top_p": sampling.top_p,
+            "min_p": 0.0, "typical_p": 1.0, "epsilon_cutoff": 0.0, "eta_cutoff": 0.0,
+        }
         return GenerationConfig(
             max_new_tokens=sampling.max_tokens,
             min_new_tokens=sampling.min_tokens,

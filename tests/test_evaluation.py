@@ -1,0 +1,51 @@
+"""Evaluation on the real shipped models."""
+
+import pytest
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from rlrun.data import load_prompt_datasets
+from rlrun.embedded import resolve_model_path
+from rlrun.evaluation import evaluate
+from rlrun.rewards import RewardFunction
+from rlrun.rollout import ROLLOUT_ENGINES
+
+
+@pytest.fixture(scope="module")
+def setup():
+    path = resolve_model_path("rlrun:tiny-base")
+    model, tok = AutoModelForCausalLM.from_pretrained(path), AutoTokenizer.from_pretrained(path)
+    _, val = load_prompt_datasets({"source": "rlrun:arithmetic"}, tok)
+    return ROLLOUT_ENGINES.get("hf")(model, tok), tok, val
+
+
+def test_k_sample_metrics_are_ordered(setup):
+    engine, tok, val = setup
+    result = evaluate(engine, tok, val, k=8, greedy=False, seed=0, limit=100)
+    assert result.num_prompts == 100 and result.k == 8
+    assert 0 < result.mean_at_k < result.pass_at_k <= 1  # the base is right sometimes, and not always
+    assert result.mean_at_k <= result.maj_at_k <= result.pass_at_k
+    assert set(result.metrics()) == {"val/accuracy", "val/mean@8", "val/pass@8", "val/maj@8"}
+    assert result.metrics()["val/accuracy"] == result.mean_at_k
+
+
+def test_greedy_k1_all_metrics_agree_and_are_deterministic(setup):
+    engine, tok, val = setup
+    first = evaluate(engine, tok, val, limit=200)
+    assert first.mean_at_k == first.pass_at_k == first.maj_at_k
+    assert evaluate(engine, tok, val, limit=200) == first
+    with pytest.raises(ValueError, match="greedy"):
+        evaluate(engine, tok, val, k=4, greedy=True)
+
+
+def test_sampled_evaluation_is_reproducible_under_a_seed(setup):
+    engine, tok, val = setup
+    assert evaluate(engine, tok, val, greedy=False, seed=3, limit=200) == \
+        evaluate(engine, tok, val, greedy=False, seed=3, limit=200)
+
+
+def test_a_custom_reward_decides_correctness(setup):
+    engine, tok, val = setup
+    always_wrong = RewardFunction([{"fn": "rlrun:exact_match", "weight": -1.0}, {"fn": "rlrun:math_answer"}])
+    # acc follows the first function: exact_match > 0, whatever the weights
+    assert evaluate(engine, tok, val, limit=50, reward=always_wrong).mean_at_k == \
+        evaluate(engine, tok, val, limit=50).mean_at_k
