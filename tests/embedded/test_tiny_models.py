@@ -1,0 +1,83 @@
+"""The shipped tiny models: plain transformers loads them, and their accuracy is in its band."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from rlrun.data import build_prompt_dataset
+from rlrun.embedded import MODELS_DIR, UnknownEmbeddedModelError, embedded_model_names, resolve_model_path
+from rlrun.evaluation import evaluate
+from rlrun.rollout import ROLLOUT_ENGINES
+from rlrun.tasks.arithmetic import ArithmeticTask
+
+SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "build_tiny_models.py"
+
+
+def _accuracies(path: str, prompts: int = 500) -> tuple[float, float]:
+    """(sampled at temperature 1, greedy) accuracy on the default task's validation prompts."""
+    model, tok = AutoModelForCausalLM.from_pretrained(path), AutoTokenizer.from_pretrained(path)
+    val = build_prompt_dataset(ArithmeticTask().validation(prompts), tok)
+    engine = ROLLOUT_ENGINES.get("hf")(model, tok)
+    return (evaluate(engine, tok, val, greedy=False, seed=0).mean_at_k, evaluate(engine, tok, val).mean_at_k)
+
+
+def test_names_resolve_to_packaged_directories():
+    assert embedded_model_names() == ["rlrun:tiny-base", "rlrun:tiny-teacher"]
+    assert resolve_model_path("rlrun:tiny-base") == str(MODELS_DIR / "tiny-base")
+    assert resolve_model_path("Qwen/Qwen2.5-0.5B") == "Qwen/Qwen2.5-0.5B"
+    assert resolve_model_path("/some/local/dir") == "/some/local/dir"
+    with pytest.raises(UnknownEmbeddedModelError, match="valid: rlrun:tiny-base, rlrun:tiny-teacher"):
+        resolve_model_path("rlrun:tiny-huge")
+
+
+@pytest.mark.parametrize("name", ["tiny-base", "tiny-teacher"])
+def test_plain_transformers_loads_a_small_qwen2_with_a_char_tokenizer(name):
+    path = resolve_model_path(f"rlrun:{name}")
+    model = AutoModelForCausalLM.from_pretrained(path)
+    tok = AutoTokenizer.from_pretrained(path)
+    assert model.config.model_type == "qwen2" and model.dtype == torch.float32
+    assert sum(p.numel() for p in model.parameters()) < 2_000_000
+    assert sum(f.stat().st_size for f in Path(path).iterdir()) < 5_000_000
+    assert tok("23+58=")["input_ids"] == [tok.bos_token_id] + tok.convert_tokens_to_ids(list("23+58="))
+    assert len({tok.pad_token_id, tok.bos_token_id, tok.eos_token_id}) == 3
+    assert tok.decode(tok("12*3=", add_special_tokens=False)["input_ids"]) == "12*3="
+    assert model.generation_config.eos_token_id == tok.eos_token_id
+
+
+def test_base_accuracy_is_in_its_band():
+    sampled, greedy = _accuracies(resolve_model_path("rlrun:tiny-base"))
+    assert 0.20 <= sampled <= 0.40
+    assert sampled < greedy <= 0.60
+
+
+def test_teacher_accuracy_is_in_its_band():
+    _, greedy = _accuracies(resolve_model_path("rlrun:tiny-teacher"))
+    assert greedy >= 0.90
+
+
+def test_readme_records_the_measured_accuracies():
+    readme = (MODELS_DIR / "README.md").read_text()
+    for name in ("tiny-base", "tiny-teacher"):
+        info = json.loads((MODELS_DIR / name / "build_info.json").read_text())
+        assert f"{info['sampled_accuracy']:.1%}" in readme and f"{info['greedy_accuracy']:.1%}" in readme
+
+
+@pytest.mark.slow
+def test_the_build_script_reproduces_the_shipped_models(tmp_path):
+    env = {**os.environ, "PYTHONPATH": str(SCRIPT.parents[1])}  # this checkout's rlrun
+    subprocess.run([sys.executable, str(SCRIPT), "--out", str(tmp_path)], check=True, env=env)
+    for name in ("tiny-base", "tiny-teacher"):
+        shipped = json.loads((MODELS_DIR / name / "build_info.json").read_text())
+        rebuilt = json.loads((tmp_path / name / "build_info.json").read_text())
+        assert rebuilt["step"] == shipped["step"]
+        for key in ("sampled_accuracy", "greedy_accuracy"):
+            assert rebuilt[key] == pytest.approx(shipped[key], abs=0.03)
+        sampled, greedy = _accuracies(str(tmp_path / name), prompts=200)
+        assert (sampled, greedy) == pytest.approx(_accuracies(resolve_model_path(f"rlrun:{name}"), prompts=200),
+                                                  abs=0.05)
