@@ -51,7 +51,7 @@ class HFRolloutEngine:
         was_training = self.model.training
         self.model.eval()
         try:
-            with torch.inference_mode(), _seeded(sampling.seed, device):
+            with torch.no_grad(), _seeded(sampling.seed, device):
                 chunks = [
                     self._generate_chunk(ids[i : i + self.max_batch_samples], mask[i : i + self.max_batch_samples],
                                          config, sampling.temperature)
@@ -59,14 +59,12 @@ class HFRolloutEngine:
                 ]
         finally:
             self.model.train(was_training)
-        width = max(c[0].shape[1] for c in chunks)
-        response_ids, log_probs = (
-            torch.cat([torch.nn.functional.pad(c[k], (0, width - c[k].shape[1]), value=fill) for c in chunks])
-            for k, fill in ((0, self.pad_id), (1, 0.0))
-        )
-        response_mask = torch.cat([torch.nn.functional.pad(c[2], (0, width - c[2].shape[1])) for c in chunks])
-        stopped = torch.isin(response_ids, torch.tensor(self.eos_ids, device=device)) & response_mask.bool()
-        finish = [FINISH_STOP if s else FINISH_LENGTH for s in stopped.any(-1).tolist()]
+        token_chunks, log_prob_chunks, mask_chunks = zip(*chunks)
+        response_ids = _cat_right_padded(token_chunks, self.pad_id)
+        log_probs = _cat_right_padded(log_prob_chunks, 0.0)
+        response_mask = _cat_right_padded(mask_chunks, 0)
+        stopped = (torch.isin(response_ids, torch.tensor(self.eos_ids, device=device)) & response_mask.bool()).any(-1)
+        finish = [FINISH_STOP if s else FINISH_LENGTH for s in stopped.tolist()]
         return RolloutBatch(response_ids, response_mask, log_probs, finish, sampling.n)
 
     def sync_weights(self, model: torch.nn.Module) -> None:
@@ -106,6 +104,12 @@ class HFRolloutEngine:
             output_logits=True,
             **sampling_knobs,
         )
+
+
+def _cat_right_padded(parts: tuple[torch.Tensor, ...], value: float) -> torch.Tensor:
+    """Chunks stop at their own longest response: pad them to a common width, then stack rows."""
+    width = max(p.shape[1] for p in parts)
+    return torch.cat([torch.nn.functional.pad(p, (0, width - p.shape[1]), value=value) for p in parts])
 
 
 @contextlib.contextmanager
