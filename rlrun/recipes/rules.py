@@ -3,9 +3,11 @@ probably not what was meant). Each rule is one function that yields located issu
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from rlrun.embedded import embedded_model_names
 from rlrun.errors import ConfigIssue, show_value
 from rlrun.recipes.provenance import Provenance
 from rlrun.schema import Recipe
@@ -18,7 +20,6 @@ NOTICE_RULES: list[Rule] = []
 GROUP_ESTIMATORS = frozenset(
     {"grpo", "rloo", "opo", "gpg", "reinforce_plus_plus_baseline", "grpo_passk", "gdpo"}
 )
-DATA_SUFFIXES = (".jsonl", ".json", ".parquet")
 
 
 def error_rule(rule: Rule) -> Rule:
@@ -161,18 +162,23 @@ def batches_divide(recipe: Recipe, provenance: Provenance) -> Iterator[ConfigIss
 
 @error_rule
 def data_files_exist(recipe: Recipe, provenance: Provenance) -> Iterator[ConfigIssue]:
+    from rlrun.data.sources import (
+        ARITHMETIC,
+        FILE_SUFFIXES,
+        is_split_source,
+    )  # imports torch: not at start-up
+
     for key in ("source", "val_source"):
         source = getattr(recipe.data, key)
-        if source is None or source.startswith("hf:") or (key == "source" and source == "rlrun:arithmetic"):
+        if source is None or is_split_source(source):
             continue
         path = ("data", key)
-        expected = "rlrun:arithmetic, hf:<dataset>, or a .jsonl/.json/.parquet file"
-        if source.startswith("rlrun:") or not source.endswith(DATA_SUFFIXES):
+        if source.startswith("rlrun:") or not source.endswith(FILE_SUFFIXES):
             yield provenance.issue(
                 path,
                 "not a data source rlrun can read",
                 code="data-source",
-                expected=expected,
+                expected=f"{ARITHMETIC}, hf:<dataset>, or a {'/'.join(FILE_SUFFIXES)} file",
                 found=show_value(source),
                 fix="name a data source of one of these kinds",
             )
@@ -184,6 +190,29 @@ def data_files_exist(recipe: Recipe, provenance: Provenance) -> Iterator[ConfigI
                 expected="an existing file",
                 found=show_value(source),
                 fix="correct the path, or run rlrun from the folder the path is relative to",
+            )
+
+
+@error_rule
+def embedded_models_exist(recipe: Recipe, provenance: Provenance) -> Iterator[ConfigIssue]:
+    shipped = embedded_model_names()
+    models = {
+        ("model", "path"): recipe.model.path,
+        ("model", "tokenizer"): recipe.model.tokenizer,
+        ("critic", "model_path"): recipe.critic.model_path,
+        ("reference", "path"): recipe.reference.path,
+        ("distillation", "teacher"): recipe.distillation.teacher if recipe.distillation.enabled else None,
+    }
+    for path, name in models.items():
+        if name and name.startswith("rlrun:") and name not in shipped:
+            close = difflib.get_close_matches(name, shipped, n=1)
+            yield provenance.issue(
+                path,
+                "no model of this name ships with rlrun" + (f"; did you mean {close[0]!r}?" if close else ""),
+                code="unknown-model",
+                expected="one of " + (", ".join(shipped) or "the shipped models (none are installed)"),
+                found=show_value(name),
+                fix="name a shipped model, a local Hugging Face folder or a hub id",
             )
 
 

@@ -136,6 +136,17 @@ def test_data_files_must_exist(write, errors):
     assert (issue.code, issue.line) == ("data-source", 3)
 
 
+def test_embedded_model_names_are_checked(write, errors):
+    write("r.yaml", "extends: opd\nmodel:\n  path: rlrun:tiny-bse\ndistillation:\n  teacher: rlrun:nope\n")
+    issues = errors("r.yaml")
+    assert [(i.code, i.key, i.line) for i in issues] == [
+        ("unknown-model", "model.path", 3),
+        ("unknown-model", "distillation.teacher", 5),
+    ]
+    assert issues[0].found == '"rlrun:tiny-bse"'
+    assert issues[0].fix == "name a shipped model, a local Hugging Face folder or a hub id"
+
+
 @pytest.mark.parametrize(
     "yaml_text, key, expected",
     [
