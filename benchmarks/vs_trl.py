@@ -1,0 +1,424 @@
+"""rlrun against TRL's GRPOTrainer: the same GRPO workload through both, in one invocation.
+
+    python benchmarks/vs_trl.py                 # full run (see benchmarks/README.md for set-up)
+    python benchmarks/vs_trl.py --quick         # smoke run: a few steps, 100 validation prompts
+
+Every (workload, beta) pair runs both sides, each in its own subprocess (so peak RSS is that
+side's alone), alternating which side goes first (ABBA) so that slow drift of a shared machine
+cancels. Both sides get the same model weights, task splits, seed, sampling and optimiser
+settings, and are scored by the same greedy evaluation on held-out prompts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from itertools import pairwise
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import torch
+from transformers import (
+    AutoConfig,
+    AutoModelForCausalLM,
+    AutoTokenizer,
+    PreTrainedModel,
+    PreTrainedTokenizerBase,
+)
+
+if TYPE_CHECKING:
+    from transformers import GenerationConfig
+
+    from rlrun.rollout import SamplingParams
+
+PROMPTS_PER_STEP = 16
+SAMPLES_PER_PROMPT = 8
+KL_ON_BETA = 0.04
+
+
+@dataclass(frozen=True)
+class Spec:
+    """One side's run: everything both frameworks are given."""
+
+    side: str  # "trl" | "rlrun"
+    workload: str
+    model_dir: str
+    beta: float
+    steps: int
+    max_new_tokens: int
+    fixed_length: bool  # EOS suppressed until max_new_tokens (min_new_tokens = max_new_tokens)
+    lr: float
+    seed: int
+    val_prompts: int
+    work_dir: str
+
+
+@dataclass
+class Result:
+    spec: Spec
+    step_times_s: list[float]
+    completion_tokens: list[int]  # per step
+    peak_rss_mib: float
+    acc_after: float
+
+    @property
+    def median_step_s(self) -> float:
+        return statistics.median(self.step_times_s[self.timed()])
+
+    @property
+    def tokens_per_s(self) -> float:
+        timed = self.timed()
+        return sum(self.completion_tokens[timed]) / sum(self.step_times_s[timed])
+
+    def timed(self) -> slice:
+        """All steps but the first (warm-up: allocator, lazy init) and the last (rlrun's
+        closing evaluation falls in it), when there are enough."""
+        return slice(1, -1) if len(self.step_times_s) > 2 else slice(None)
+
+
+# --- shared by both sides -------------------------------------------------------------------
+
+
+def arithmetic_splits(n_val: int) -> tuple[list[dict[str, str]], list[dict[str, str]]]:
+    """The default recipe's arithmetic task: train and validation records ({prompt, answer})."""
+    from rlrun.tasks.arithmetic import ArithmeticTask
+
+    task = ArithmeticTask(digits=2, operators=("+",), seed=1234)
+    keep = ("prompt", "answer")
+    return ([{k: r[k] for k in keep} for r in task.train(20_000)],
+            [{k: r[k] for k in keep} for r in task.validation(n_val)])
+
+
+def exact_match_reward() -> Callable[[list[str], list[str], list[str]], list[float]]:
+    from rlrun.rewards import REWARDS
+
+    return REWARDS.get("rlrun:exact_match")
+
+
+def load_tokenizer(model_dir: str) -> PreTrainedTokenizerBase:
+    return AutoTokenizer.from_pretrained(model_dir, padding_side="left")
+
+
+@torch.no_grad()
+def greedy_accuracy(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, val: list[dict[str, str]]) -> float:
+    """Exact-match accuracy of greedy answers (at most 8 new tokens, stopping at EOS), one batch."""
+    was_training = model.training
+    model.eval()
+    prompts = [r["prompt"] for r in val]
+    batch = tokenizer(prompts, return_tensors="pt", padding=True).to(model.device)
+    out = model.generate(**batch, do_sample=False, max_new_tokens=8, min_new_tokens=0,
+                         eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id)
+    completions = tokenizer.batch_decode(out[:, batch["input_ids"].shape[1]:], skip_special_tokens=True)
+    model.train(was_training)
+    scores = exact_match_reward()(prompts, completions, [r["answer"] for r in val])
+    return sum(scores) / len(scores)
+
+
+def peak_rss_mib() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux reports KiB
+
+
+# --- TRL -----------------------------------------------------------------------------------
+
+
+def run_trl(spec: Spec) -> Result:
+    from datasets import Dataset
+    from transformers import TrainerCallback
+    from trl import GRPOConfig, GRPOTrainer
+
+    train, val = arithmetic_splits(spec.val_prompts)
+    tokens_per_step: list[int] = []
+    score = exact_match_reward()
+
+    def reward(prompts: list[str], completions: list[str], completion_ids: list[list[int]], answer: list[str],
+               **_: object) -> list[float]:
+        tokens_per_step.append(sum(map(len, completion_ids)))
+        return score(prompts, completions, answer)
+
+    class StepClock(TrainerCallback):
+        def __init__(self) -> None:
+            self.marks: list[float] = []
+
+        def on_train_begin(self, *_: object, **__: object) -> None:
+            self.marks.append(time.perf_counter())
+
+        def on_step_end(self, *_: object, **__: object) -> None:
+            self.marks.append(time.perf_counter())
+
+    config = GRPOConfig(
+        output_dir=str(Path(spec.work_dir) / "trl"),
+        max_steps=spec.steps,
+        per_device_train_batch_size=PROMPTS_PER_STEP * SAMPLES_PER_PROMPT,  # one optimizer step per rollout
+        num_generations=SAMPLES_PER_PROMPT,
+        max_completion_length=spec.max_new_tokens,
+        generation_kwargs={"min_new_tokens": spec.max_new_tokens} if spec.fixed_length else None,
+        temperature=1.0,
+        beta=spec.beta,  # k3 estimator when > 0
+        loss_type="dapo",  # token-mean over the whole batch, like rlrun's token-mean
+        epsilon=0.2,
+        learning_rate=spec.lr,
+        lr_scheduler_type="constant",
+        adam_beta1=0.9,
+        adam_beta2=0.99,
+        adam_epsilon=1e-8,
+        weight_decay=0.0,
+        max_grad_norm=1.0,
+        gradient_checkpointing=False,  # TRL defaults both on; rlrun runs without them
+        bf16=False,
+        model_init_kwargs={"dtype": torch.float32},
+        seed=spec.seed,
+        use_cpu=not torch.cuda.is_available(),
+        save_strategy="no",
+        report_to="none",
+        logging_steps=spec.steps,
+        disable_tqdm=True,
+    )
+    clock = StepClock()
+    trainer = GRPOTrainer(
+        model=spec.model_dir,
+        reward_funcs=reward,
+        args=config,
+        train_dataset=Dataset.from_list(train),
+        callbacks=[clock],
+    )
+    trainer.train()
+    acc_after = greedy_accuracy(trainer.model, load_tokenizer(spec.model_dir), val)
+    step_times = [b - a for a, b in pairwise(clock.marks)]
+    return Result(spec, step_times, tokens_per_step, peak_rss_mib(), acc_after)
+
+
+# --- rlrun ---------------------------------------------------------------------------------
+
+
+def rlrun_overrides(spec: Spec) -> list[str]:
+    """The built-in GRPO recipe, with every knob that TRL also has set to the shared value."""
+    return [
+        f"model.path={spec.model_dir}",
+        "data.apply_chat_template=false",  # TRL tokenises a plain-text prompt as is
+        f"trainer.total_steps={spec.steps}",
+        f"trainer.seed={spec.seed}",
+        f"trainer.prompts_per_step={PROMPTS_PER_STEP}",
+        f"rollout.n={SAMPLES_PER_PROMPT}",
+        f"rollout.max_response_tokens={spec.max_new_tokens}",
+        "rollout.temperature=1.0",
+        "rollout.top_p=1.0",
+        "rollout.top_k=0",
+        "algorithm.advantage=grpo",
+        "algorithm.norm_adv_by_std_in_grpo=true",
+        "actor.policy_loss=vanilla",
+        "actor.clip_ratio=0.2",
+        "actor.loss_agg_mode=token-mean",
+        "actor.entropy_coef=0.0",
+        f"actor.optimizer.lr={spec.lr}",
+        "actor.optimizer.betas=[0.9, 0.99]",
+        "actor.optimizer.eps=1.0e-8",
+        "actor.optimizer.weight_decay=0.0",
+        "actor.lr_scheduler.name=constant",
+        "actor.lr_scheduler.warmup_steps=0",
+        "actor.grad_clip=1.0",
+        "actor.ppo_epochs=1",
+        f"actor.mini_batch_samples={PROMPTS_PER_STEP * SAMPLES_PER_PROMPT}",
+        f"actor.micro_batch_samples={PROMPTS_PER_STEP * SAMPLES_PER_PROMPT}",
+        f"actor.kl_loss.enabled={str(spec.beta > 0).lower()}",
+        f"actor.kl_loss.coef={spec.beta}",
+        "actor.kl_loss.estimator=low_var_kl",  # k3, as TRL
+        "trainer.eval.every_steps=0",  # rlrun evaluates only at the start and the end
+        f"trainer.eval.prompts={spec.val_prompts}",
+        "trainer.checkpoint.every_steps=0",  # only the final one, after the last timed step
+        "logging.wandb.enabled=false",
+    ]
+
+
+def run_rlrun(spec: Spec) -> Result:
+    from rlrun.recipes import load_recipe
+    from rlrun.recipes.builtin import builtin_path
+    from rlrun.training.loop import train
+    from rlrun.training.run import RunOptions
+
+    _, val = arithmetic_splits(spec.val_prompts)
+    overrides = rlrun_overrides(spec)
+    if spec.fixed_length:
+        hold_responses_at_max_length()
+    loaded = load_recipe(builtin_path("grpo"), overrides)
+    run = train(loaded, RunOptions(run_dir=Path(spec.work_dir) / "run"), say=print, overrides=overrides)
+    records = [json.loads(line) for line in run.dir.metrics_file.read_text().splitlines()]
+    steps = [m for m in records if m["step"] > 0]
+    walls = [records[0]["wall_time_s"]] + [m["wall_time_s"] for m in steps]
+    step_times = [b - a for a, b in pairwise(walls)]
+    tokens = [round(m["response_length/mean"] * PROMPTS_PER_STEP * SAMPLES_PER_PROMPT) for m in steps]
+    acc_after = greedy_accuracy(run.session.unwrapped_policy, load_tokenizer(spec.model_dir), val)
+    return Result(spec, step_times, tokens, peak_rss_mib(), acc_after)
+
+
+def hold_responses_at_max_length() -> None:
+    """Suppress EOS until max_tokens in rlrun's hf engine, as `min_new_tokens` does for TRL.
+
+    rlrun has no recipe key for a minimum response length, so the benchmark sets it on the
+    engine's generation config directly (the rlrun counterpart of TRL's `generation_kwargs`)."""
+    from rlrun.rollout.hf import HFRolloutEngine
+
+    make_config = HFRolloutEngine._generation_config
+
+    def fixed_length(self: HFRolloutEngine, sampling: SamplingParams) -> GenerationConfig:
+        config = make_config(self, sampling)
+        config.min_new_tokens = sampling.max_tokens
+        return config
+
+    HFRolloutEngine._generation_config = fixed_length
+
+
+# --- orchestration --------------------------------------------------------------------------
+
+
+def build_scaled_model(tiny_dir: str, out_dir: Path, seed: int) -> int:
+    """The ~30M-parameter workload: the tiny model's config scaled up, random init (seeded).
+
+    Random weights are enough here: this workload measures kernel efficiency with responses
+    held at full length, not learning (its accuracy stays near 0 on both sides)."""
+    tiny = AutoConfig.from_pretrained(tiny_dir)
+    heads = 8
+    kv_ratio = tiny.num_attention_heads // tiny.num_key_value_heads
+    scaled = {"hidden_size": 512, "intermediate_size": 2048, "num_hidden_layers": 8, "num_attention_heads": heads,
+              "num_key_value_heads": heads // kv_ratio, "head_dim": 512 // heads}
+    # Per-layer lists (layer_types) are derived again for the new depth.
+    config = type(tiny).from_dict({k: v for k, v in tiny.to_dict().items() if k != "layer_types"} | scaled)
+    torch.manual_seed(seed)
+    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    model.generation_config = AutoModelForCausalLM.from_pretrained(tiny_dir).generation_config
+    model.save_pretrained(out_dir)
+    load_tokenizer(tiny_dir).save_pretrained(out_dir)
+    return sum(p.numel() for p in model.parameters())
+
+
+def run_side(spec: Spec) -> Result:
+    """Run one side in a fresh interpreter; its noise goes to stderr, its Result comes back as JSON."""
+    work = Path(spec.work_dir)
+    work.mkdir(parents=True, exist_ok=True)
+    (work / "spec.json").write_text(json.dumps(asdict(spec)))
+    # Threads that sleep instead of spinning while they wait: on a shared machine spinning
+    # OpenMP threads steal the cores the work needs, and the timings measure the contention.
+    env = {"OMP_WAIT_POLICY": "PASSIVE", **os.environ}
+    subprocess.run([sys.executable, __file__, "--worker", str(work / "spec.json")], check=True,
+                   stdout=sys.stderr, env=env)
+    data = json.loads((work / "result.json").read_text())
+    return Result(spec=Spec(**data.pop("spec")), **data)
+
+
+def worker(spec_path: Path) -> None:
+    spec = Spec(**json.loads(spec_path.read_text()))
+    result = {"trl": run_trl, "rlrun": run_rlrun}[spec.side](spec)
+    (spec_path.parent / "result.json").write_text(json.dumps(asdict(result)))
+
+
+def row(cells: list[str]) -> str:
+    return "| " + " | ".join(cells) + " |"
+
+
+def report(results: list[Result], acc_before: dict[str, float]) -> str:
+    """The Markdown table: each side, then the rlrun / TRL ratios, per (workload, KL)."""
+    lines = [row(["workload", "KL", "side", "median step (s)", "completion tok/s", "peak RSS (MiB)",
+                  "val acc before", "val acc after"]),
+             row(["---"] * 3 + ["---:"] * 5)]
+    pairs: dict[tuple[str, float], dict[str, Result]] = {}
+    for r in results:
+        pairs.setdefault((r.spec.workload, r.spec.beta), {})[r.spec.side] = r
+    for (workload, beta), sides in pairs.items():
+        kl = f"beta {beta:g}" if beta else "off"
+        for side in ("trl", "rlrun"):
+            if r := sides.get(side):
+                lines.append(row([workload, kl, side, f"{r.median_step_s:.3f}", f"{r.tokens_per_s:,.0f}",
+                                  f"{r.peak_rss_mib:,.0f}", f"{acc_before[workload]:.1%}", f"{r.acc_after:.1%}"]))
+        if len(sides) == 2:
+            t, o = sides["trl"], sides["rlrun"]
+            lines.append(row([workload, kl, "**rlrun / TRL**", f"{o.median_step_s / t.median_step_s:.2f}x",
+                              f"**{o.tokens_per_s / t.tokens_per_s:.2f}x**", f"{o.peak_rss_mib / t.peak_rss_mib:.2f}x",
+                              "", f"{(o.acc_after - t.acc_after) * 100:+.1f} pts"]))
+    return "\n".join(lines)
+
+
+def environment() -> str:
+    import platform
+
+    import transformers
+    import trl
+
+    import rlrun
+
+    sha = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False,
+                         cwd=Path(__file__).parent).stdout.strip()
+    return (f"rlrun {rlrun.__version__} ({sha}), trl {trl.__version__}, transformers {transformers.__version__}, "
+            f"torch {torch.__version__}, python {platform.python_version()}, {torch.get_num_threads()} threads, "
+            f"{platform.processor() or platform.machine()}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--steps", type=int, default=300, help="GRPO steps on the tiny workload")
+    parser.add_argument("--steps-30m", type=int, default=5, help="GRPO steps on the ~30M workload")
+    parser.add_argument("--workloads", default="tiny,30m", help="comma-separated subset of tiny,30m")
+    parser.add_argument("--kl", default="off,on", help="comma-separated subset of off,on (on = beta 0.04, k3)")
+    parser.add_argument("--sides", default="trl,rlrun", help="comma-separated subset of trl,rlrun")
+    parser.add_argument("--lr", type=float, help="both sides' learning rate (default: the grpo recipe's)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--val-prompts", type=int, default=500)
+    parser.add_argument("--model", default="rlrun:tiny-base", help="the tiny workload's model")
+    parser.add_argument("--quick", action="store_true", help="smoke run: 5 / 2 steps, 100 validation prompts")
+    parser.add_argument("--worker", type=Path, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker:
+        worker(args.worker)
+        return
+    if args.quick:
+        args.steps, args.steps_30m, args.val_prompts = 5, 2, 100
+
+    from rlrun.embedded import resolve_model_path
+    from rlrun.recipes import load_recipe
+    from rlrun.recipes.builtin import builtin_path
+
+    lr = args.lr or load_recipe(builtin_path("grpo"), []).recipe.actor.optimizer.lr
+    print(f"$ python benchmarks/vs_trl.py {' '.join(sys.argv[1:])}\n{environment()}\nlr {lr:g}", flush=True)
+    _, val = arithmetic_splits(args.val_prompts)
+    betas = {"off": 0.0, "on": KL_ON_BETA}
+    results: list[Result] = []
+    acc_before: dict[str, float] = {}
+    with tempfile.TemporaryDirectory(prefix="vs_trl_") as tmp:
+        tiny_dir = str(resolve_model_path(args.model))
+        workloads = {"tiny": (tiny_dir, 8, False, args.steps)}
+        if "30m" in args.workloads:
+            big_dir = Path(tmp) / "model-30m"
+            params = build_scaled_model(tiny_dir, big_dir, args.seed)
+            print(f"30m workload: {params / 1e6:.1f}M parameters, random init (seed {args.seed})", flush=True)
+            workloads["30m"] = (str(big_dir), 64, True, args.steps_30m)
+        for name in args.workloads.split(","):
+            # The same weights and greedy code on both sides: one "before" figure per workload.
+            model_dir = workloads[name][0]
+            acc_before[name] = greedy_accuracy(AutoModelForCausalLM.from_pretrained(model_dir),
+                                               load_tokenizer(model_dir), val)
+        runs = [(w, k) for w in args.workloads.split(",") for k in args.kl.split(",")]
+        for i, (name, kl) in enumerate(runs):
+            model_dir, max_new, fixed, steps = workloads[name]
+            order = ("trl", "rlrun") if i % 2 == 0 else ("rlrun", "trl")  # ABBA against drift
+            for side in (s for s in order if s in args.sides.split(",")):
+                spec = Spec(side, name, model_dir, betas[kl], steps, max_new, fixed, lr, args.seed,
+                            args.val_prompts, str(Path(tmp) / f"{name}-{kl}-{side}"))
+                started = time.perf_counter()
+                r = run_side(spec)
+                results.append(r)
+                print(f"{name:>5} KL {kl:<3} {side:<5}: {steps} steps, median {r.median_step_s:.3f} s/step, "
+                      f"{r.tokens_per_s:,.0f} tok/s, peak RSS {r.peak_rss_mib:,.0f} MiB, "
+                      f"acc {acc_before[name]:.1%} -> {r.acc_after:.1%}  "
+                      f"({time.perf_counter() - started:.0f} s wall)", flush=True)
+    print("\n" + report(results, acc_before), flush=True)
+
+
+if __name__ == "__main__":
+    main()
