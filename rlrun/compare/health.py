@@ -22,7 +22,13 @@ ENTROPY_FLOOR = 0.01  # nats per token: a near-deterministic policy explores not
 CLIP_RATIO_RISE = 0.1  # absolute rise of the fraction of responses cut at max length
 ZERO_STD_HIGH = 0.5  # fraction of prompt groups whose rewards were all equal
 GRAD_SPIKE_FACTOR = 10.0  # a grad norm this many times the median of the recent ones before it
-GRAD_SPIKE_HISTORY = (3, 20)  # (fewest, most) preceding values the median is taken over
+GRAD_SPIKE_HISTORY = (3, 20)
+# the cumulative count of skipped non-finite updates: as `rlrun train` logs it, and as verl-style
+# loggers name it
+SKIPPED_UPDATES = (
+    "training/skipped_updates",
+    "train/skipped_updates",
+)  # (fewest, most) preceding values the median is taken over
 
 
 @dataclass(frozen=True)
@@ -120,7 +126,7 @@ def grad_norm_spikes(run: Run) -> HealthFlag | None:
 
 
 def skipped_updates(run: Run) -> HealthFlag | None:
-    points = finite_series(run, "train/skipped_updates")  # a cumulative count
+    points = next((p for name in SKIPPED_UPDATES if (p := finite_series(run, name))), [])  # cumulative
     if not points or points[-1][1] <= 0:
         return None
     first = next(step for step, value in points if value > 0)

@@ -135,6 +135,7 @@ def read_metrics(path: Path, notes: list[str]) -> list[dict[str, float]]:
             continue
         row = {key: num for key, value in row.items() if (num := parse_number(value)) is not None}
         row["step"] = step
+        fill_axis_defaults(row)
         if rows and step == rows[-1]["step"]:
             rows[-1].update(row)
         elif rows and step < rows[-1]["step"]:
@@ -146,6 +147,12 @@ def read_metrics(path: Path, notes: list[str]) -> list[dict[str, float]]:
     if bad:
         notes.append(f"metrics.jsonl: {bad} unreadable line(s) skipped")
     return rows
+
+
+def fill_axis_defaults(row: dict[str, float]) -> None:
+    """Step 0 (the evaluation before training) has trained on no samples, whether or not it says so."""
+    if row["step"] == 0:
+        row.setdefault("samples", 0)
 
 
 def parse_number(value: Any) -> float | None:

@@ -42,7 +42,7 @@ _BETTER: tuple[tuple[str, Direction], ...] = (
     ("critic/vf_loss", "lower"),
     ("response_length/clip_ratio", "lower"),
     ("frac_reward_zero_std", "lower"),
-    ("train/skipped_updates", "lower"),
+    ("train*/skipped_updates", "lower"),
     ("perf/throughput*", "higher"),
     ("perf/time*", "lower"),
     ("timing_s/*", "lower"),

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rlrun.compare.runs import Run, RunReadError, parse_number
+from rlrun.compare.runs import Run, RunReadError, fill_axis_defaults, parse_number
 
 # W&B run states -> the statuses of meta.json
 _STATUS = {
@@ -72,4 +72,5 @@ def _row(record: dict[str, Any]) -> dict[str, float] | None:
     row["step"] = int(step)
     if "wall_time_s" not in row and (runtime := parse_number(record.get("_runtime"))) is not None:
         row["wall_time_s"] = runtime
+    fill_axis_defaults(row)
     return row

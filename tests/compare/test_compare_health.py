@@ -61,8 +61,9 @@ def test_grad_norm_spikes(make_run, steps):
     assert flag.step == 8 and flag.message.startswith("2 grad-norm spike(s)") and "40× at step 8" in flag.message
 
 
-def test_skipped_updates(make_run, steps):
-    flag = _flags(make_run, steps, train__skipped_updates=lambda s: max(0, s - 17))["skipped-updates"]
+@pytest.mark.parametrize("name", ["training__skipped_updates", "train__skipped_updates"])
+def test_skipped_updates(make_run, steps, name):
+    flag = _flags(make_run, steps, **{name: lambda s: max(0, s - 17)})["skipped-updates"]
     assert flag.step == 18 and flag.message.startswith("3 update(s) skipped")
 
 

@@ -68,6 +68,12 @@ def test_rows_of_one_step_merge_and_a_resume_supersedes_later_rows(tmp_path):
     assert notes == ["resumed at step 2: 2 earlier rows superseded"]
 
 
+def test_the_evaluation_before_training_has_trained_on_no_samples(tmp_path):
+    path = tmp_path / "metrics.jsonl"
+    path.write_text('{"step": 0, "val/accuracy": 0.5}\n{"step": 1, "samples": 16}\n')
+    assert read_metrics(path, []) == [{"step": 0, "val/accuracy": 0.5, "samples": 0}, {"step": 1, "samples": 16}]
+
+
 def test_non_finite_values_survive_reading(tmp_path):
     path = tmp_path / "metrics.jsonl"
     # Python's json writes NaN/Infinity bare; other writers quote them

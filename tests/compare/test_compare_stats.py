@@ -103,7 +103,8 @@ def test_metric_selection_by_glob(two_runs):
 
 @pytest.mark.parametrize(("metric", "direction"), [
     ("val/accuracy", "higher"), ("val/pass@4", "higher"), ("critic/rewards/mean", "higher"),
-    ("perf/throughput", "higher"), ("frac_reward_zero_std", "lower"), ("train/skipped_updates", "lower"),
+    ("perf/throughput", "higher"), ("frac_reward_zero_std", "lower"),
+    ("train/skipped_updates", "lower"), ("training/skipped_updates", "lower"),
     ("timing_s/step", "lower"),
     ("actor/entropy", None), ("actor/ppo_kl", None), ("actor/grad_norm", None), ("response_length/mean", None),
 ])
