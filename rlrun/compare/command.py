@@ -42,7 +42,13 @@ def compare_command(
         ),
     ] = None,
     last_k: Annotated[
-        int, typer.Option("--last-k", "-k", min=1, help="Values averaged for each run's figure.")
+        int,
+        typer.Option(
+            "--last-k",
+            "-k",
+            min=1,
+            help="How many of each run's latest values the table averages (val/*: the latest evaluation).",
+        ),
     ] = 5,
     at: Annotated[
         int | None, typer.Option(help="Compare the runs as they stood at this step.", show_default=False)
