@@ -9,7 +9,7 @@ A reward function has the signature::
 those its signature names, or all of them if it takes ``**kwargs``. A dict result must hold
 ``"score"``; its other keys are logged as ``<name>/<key>``, and an ``"acc"`` key feeds DAPO's
 group filter. The combined score is the weighted sum of the functions' scores. ``acc`` is the
-first function's ``"acc"`` when one returns it, else whether the first function's score is > 0.
+``"acc"`` of the first function that returns one, else whether the first function's score is > 0.
 """
 
 from __future__ import annotations
