@@ -90,7 +90,9 @@ class Run:
             meta = self.dir.read_meta() if options.resume else self._new_meta(loaded, overrides)
             if not options.resume:
                 self.dir.write_recipe(loaded.source_path.read_text(), loaded.data, overrides)
-            self.sinks = self._sinks(loaded, wandb_id, resume_step=session.step if options.resume else None)
+            # On resume the logs are cut back to the checkpoint (all of them when there was none).
+            resume_step = (session.step if resume_from is not None else -1) if options.resume else None
+            self.sinks = self._sinks(loaded, wandb_id, resume_step=resume_step)
             meta.update(status="running", end_time=None, wandb_run_id=self._wandb_id() or meta.get("wandb_run_id"))
             if options.resume:
                 meta.setdefault("resumes", []).append({"time": now_iso(), "from_step": session.step})

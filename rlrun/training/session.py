@@ -18,6 +18,7 @@ import numpy as np
 import torch
 from accelerate import Accelerator
 from accelerate.utils import set_seed
+from transformers.utils import logging as hf_logging
 
 from rlrun.algorithms.kl import AdaptiveKLController, FixedKLController, KLController
 from rlrun.algorithms.registries import ADVANTAGES, DISTILLATION_LOSSES, POLICY_LOSSES
@@ -56,7 +57,7 @@ class Needs:
     recompute_old_log_probs: bool
 
 
-def needs_of(recipe: Recipe, num_processes: int = 1) -> Needs:
+def needs_of(recipe: Recipe) -> Needs:
     rows = recipe.trainer.prompts_per_step * recipe.rollout.n
     optimizer_steps_per_rollout = recipe.actor.ppo_epochs * -(-rows // recipe.actor.mini_batch_samples)
     return Needs(
@@ -82,12 +83,13 @@ class Session:
 
     def __init__(self, recipe: Recipe, *, accelerator: Accelerator | None = None):
         self.recipe = r = recipe
+        hf_logging.disable_progress_bar()  # loading bars would drown the run's own progress bar
         device = r.trainer.device
         self.accelerator = accelerator or Accelerator(cpu=device == "cpu" or not torch.cuda.is_available(),
                                                       step_scheduler_with_optimizer=False)
         set_seed(r.trainer.seed)
         self.device = self.accelerator.device
-        self.needs = needs_of(r, self.accelerator.num_processes)
+        self.needs = needs_of(r)
         self.step = 0  # last completed training step
         self.skipped_updates = 0
         self.samples_seen = 0  # responses trained on so far
