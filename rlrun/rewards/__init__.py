@@ -5,9 +5,9 @@ from rlrun.registry import Registry
 
 REWARDS = Registry("reward")
 
-from rlrun.rewards import builtin  # noqa: E402,F401  (registers the built-ins)
-from rlrun.rewards.combine import RewardError, RewardFunction, RewardOutput  # noqa: E402
-from rlrun.rewards.resolve import RewardSpecError, resolve_reward_fn, reward_name  # noqa: E402
+from rlrun.rewards import builtin  # noqa: F401  (registers the built-ins)
+from rlrun.rewards.combine import RewardError, RewardFunction, RewardOutput
+from rlrun.rewards.resolve import RewardSpecError, resolve_reward_fn, reward_name
 
 __all__ = [
     "REWARDS",
