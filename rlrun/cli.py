@@ -14,6 +14,7 @@ import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from enum import Enum
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -360,8 +361,100 @@ def _dry_run(loaded: LoadedRecipe) -> None:
 
 
 # --- compare ------------------------------------------------------------------------------
-# The command with its options lives in rlrun.compare.command, beside the library it drives.
 
-from rlrun.compare.command import compare_command  # noqa: E402
 
-app.command("compare")(compare_command)
+class XAxis(str, Enum):
+    step = "step"
+    samples = "samples"
+    wall_time = "wall_time"
+
+
+@app.command("compare")
+def compare_command(
+    runs: Annotated[
+        list[str],
+        typer.Argument(
+            help="Run directories, run names under --runs-dir, or wandb:entity/project/run_id. The first is the reference.",
+            show_default=False,
+        ),
+    ],
+    runs_dir: Annotated[Path, typer.Option(help="Where run names are looked up.")] = Path("runs"),
+    metrics: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--metrics",
+            "-m",
+            help="Metric names or globs, repeatable or comma-separated (e.g. 'actor/*'). "
+            "Default: the key metrics.",
+            show_default=False,
+        ),
+    ] = None,
+    last_k: Annotated[
+        int,
+        typer.Option(
+            "--last-k",
+            "-k",
+            min=1,
+            help="How many of each run's latest values the table averages (val/*: the latest evaluation).",
+        ),
+    ] = 5,
+    at: Annotated[
+        int | None, typer.Option(help="Compare the runs as they stood at this step.", show_default=False)
+    ] = None,
+    target: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="METRIC=VALUE: add the step, samples and wall time at which each run first reached it. Repeatable.",
+            show_default=False,
+        ),
+    ] = None,
+    show_all: Annotated[bool, typer.Option("--all", help="Show unchanged config keys too.")] = False,
+    plot: Annotated[
+        Path | None, typer.Option(help="Write overlaid curves to this PNG.", show_default=False)
+    ] = None,
+    x: Annotated[XAxis, typer.Option(help="The plot's x-axis.")] = XAxis.step,
+    smooth: Annotated[
+        float, typer.Option(min=0.0, max=0.99, help="Plot smoothing (EMA weight, 0 = raw).")
+    ] = 0.0,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the comparison as JSON.")] = False,
+) -> None:
+    """Compare runs: what changed between them (config), and what it did (metrics, health)."""
+    from rlrun.compare.comparison import CompareOptions, compare, to_json
+    from rlrun.compare.render import render
+    from rlrun.compare.runs import RunReadError, load_run
+    from rlrun.compare.stats import TargetError, parse_target
+
+    try:
+        options = CompareOptions(
+            metrics=[
+                pattern.strip() for item in metrics or [] for pattern in item.split(",") if pattern.strip()
+            ],
+            last_k=last_k,
+            at_step=at,
+            targets=[parse_target(text) for text in target or []],
+            show_all=show_all,
+        )
+        comparison = compare([load_run(ref, runs_dir) for ref in runs], options)
+        if plot is not None:
+            from rlrun.compare.plot import plot_runs  # matplotlib is slow to import, and optional
+
+            names = [row.metric for row in comparison.metrics]
+            if not names:
+                raise RunReadError("nothing to plot: the runs have recorded no metrics yet")
+            plot_runs(comparison.runs, comparison.labels, names, plot, x=x.value, smoothing=smooth)
+    except (RunReadError, TargetError, ImportError) as exc:
+        err_console.print(f"[bold red]error:[/] {exc}")
+        raise typer.Exit(USER_ERROR) from None
+    if as_json:
+        print(
+            json.dumps(
+                {**to_json(comparison), "plot": str(plot) if plot else None},
+                indent=2,
+                allow_nan=False,
+                ensure_ascii=False,
+            )
+        )
+        return
+    render(comparison, console)
+    if plot is not None:
+        console.print(f"wrote {plot}")
