@@ -35,21 +35,38 @@ class MiniBatch:
         return torch.cat(self.micro)
 
 
-def global_agg_kwargs(response_mask: torch.Tensor, *, dp_size: int = 1, loss_scale_factor: float | None = None,
-                      reduce_sum: ReduceSum = _local) -> dict[str, Any]:
+def global_agg_kwargs(
+    response_mask: torch.Tensor,
+    *,
+    dp_size: int = 1,
+    loss_scale_factor: float | None = None,
+    reduce_sum: ReduceSum = _local,
+) -> dict[str, Any]:
     """`agg_loss` keywords that normalise over these rows on all processes together.
 
     `agg_loss` multiplies by dp_size because data-parallel gradients are averaged; the counts
     are therefore the global ones."""
     lengths = response_mask.sum(-1)
     counts = reduce_sum(torch.stack([lengths.sum(), (lengths > 0).sum()]).to(torch.float32))
-    return {"dp_size": dp_size, "batch_num_tokens": counts[0].item(), "global_batch_size": counts[1].item(),
-            "loss_scale_factor": loss_scale_factor}
+    return {
+        "dp_size": dp_size,
+        "batch_num_tokens": counts[0].item(),
+        "global_batch_size": counts[1].item(),
+        "loss_scale_factor": loss_scale_factor,
+    }
 
 
-def plan_minibatches(response_mask: torch.Tensor, *, mini_batch: int, micro_batch: int, generator: torch.Generator,
-                     shuffle: bool = True, dp_size: int = 1, loss_scale_factor: float | None = None,
-                     reduce_sum: ReduceSum = _local) -> list[MiniBatch]:
+def plan_minibatches(
+    response_mask: torch.Tensor,
+    *,
+    mini_batch: int,
+    micro_batch: int,
+    generator: torch.Generator,
+    shuffle: bool = True,
+    dp_size: int = 1,
+    loss_scale_factor: float | None = None,
+    reduce_sum: ReduceSum = _local,
+) -> list[MiniBatch]:
     """One epoch over the rows of `response_mask`: shuffled, cut into mini- then micro-batches.
 
     `mini_batch` and `micro_batch` count this process's rows (the recipe's sample counts
@@ -59,8 +76,9 @@ def plan_minibatches(response_mask: torch.Tensor, *, mini_batch: int, micro_batc
     order = order.to(response_mask.device)
     plan = []
     for mini in order.split(mini_batch):
-        kwargs = global_agg_kwargs(response_mask[mini], dp_size=dp_size, loss_scale_factor=loss_scale_factor,
-                                   reduce_sum=reduce_sum)
+        kwargs = global_agg_kwargs(
+            response_mask[mini], dp_size=dp_size, loss_scale_factor=loss_scale_factor, reduce_sum=reduce_sum
+        )
         tokens = response_mask[mini].sum().clamp(min=1)
         plan.append(MiniBatch(micro=list(mini.split(micro_batch)), agg_kwargs=kwargs, tokens=tokens))
     return plan
@@ -79,8 +97,12 @@ class UpdateMetrics:
         self._count: dict[str, int] = {}
         self._sum_keys: set[str] = set()
 
-    def add(self, sums: dict[str, torch.Tensor] | None = None, means: dict[str, torch.Tensor] | None = None,
-            weight: torch.Tensor | float = 1.0) -> None:
+    def add(
+        self,
+        sums: dict[str, torch.Tensor] | None = None,
+        means: dict[str, torch.Tensor] | None = None,
+        weight: torch.Tensor | float = 1.0,
+    ) -> None:
         for key, value in (sums or {}).items():
             self._sum_keys.add(key)
             self._mini[key] = self._mini.get(key, 0.0) + value
@@ -95,5 +117,7 @@ class UpdateMetrics:
 
     def result(self, scale: float = 1.0) -> dict[str, float]:
         """Means over mini-batches; `scale` undoes agg_loss's dp_size factor on the loss sums."""
-        return {key: total / self._count[key] * (scale if key in self._sum_keys else 1.0)
-                for key, total in self._total.items()}
+        return {
+            key: total / self._count[key] * (scale if key in self._sum_keys else 1.0)
+            for key, total in self._total.items()
+        }

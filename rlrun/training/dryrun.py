@@ -22,10 +22,12 @@ from rlrun.training.session import Session
 def tiny_batch(recipe: Recipe) -> Recipe:
     """The recipe shrunk to one step of two prompts: one mini-batch of two micro-batches."""
     n = recipe.rollout.n
-    return recipe.model_copy(update={
-        "trainer": recipe.trainer.model_copy(update={"prompts_per_step": 2, "total_steps": 1}),
-        "actor": recipe.actor.model_copy(update={"mini_batch_samples": 2 * n, "micro_batch_samples": n}),
-    })
+    return recipe.model_copy(
+        update={
+            "trainer": recipe.trainer.model_copy(update={"prompts_per_step": 2, "total_steps": 1}),
+            "actor": recipe.actor.model_copy(update={"mini_batch_samples": 2 * n, "micro_batch_samples": n}),
+        }
+    )
 
 
 def peak_memory_mb() -> dict[str, float]:
@@ -43,5 +45,10 @@ def dry_run(recipe: Recipe) -> dict[str, Any]:
     loaded_s = time.perf_counter() - start
     metrics = training_step(session, 1)
     timings = {k.removeprefix("timing_s/"): v for k, v in metrics.items() if k.startswith("timing_s/")}
-    return {"load_s": loaded_s, "timing_s": timings, "rows": int(metrics["samples"]), **peak_memory_mb(),
-            "metrics": {k: v for k, v in metrics.items() if not k.startswith("timing_s/")}}
+    return {
+        "load_s": loaded_s,
+        "timing_s": timings,
+        "rows": int(metrics["samples"]),
+        **peak_memory_mb(),
+        "metrics": {k: v for k, v in metrics.items() if not k.startswith("timing_s/")},
+    }

@@ -53,9 +53,21 @@ class Experience:
 class ExperienceCollector:
     """Draws prompts from the dataset, samples responses and scores them."""
 
-    def __init__(self, *, engine: RolloutEngine, tokenizer: Any, dataset: PromptDataset, sampler: PromptSampler,
-                 reward_fn: RewardFunction, sampling: SamplingParams, overlong: OverlongShaping,
-                 group_filter: GroupFilter, device: torch.device, rank: int = 0, world: int = 1):
+    def __init__(
+        self,
+        *,
+        engine: RolloutEngine,
+        tokenizer: Any,
+        dataset: PromptDataset,
+        sampler: PromptSampler,
+        reward_fn: RewardFunction,
+        sampling: SamplingParams,
+        overlong: OverlongShaping,
+        group_filter: GroupFilter,
+        device: torch.device,
+        rank: int = 0,
+        world: int = 1,
+    ):
         self.engine, self.tokenizer, self.reward_fn, self.sampling = engine, tokenizer, reward_fn, sampling
         self.dataset, self.sampler = dataset, sampler
         self.overlong, self.group_filter, self.device = overlong, group_filter, device
@@ -77,9 +89,10 @@ class ExperienceCollector:
                     f"dynamic sampling found {have} of {num_prompts} informative prompts in {limit} generation "
                     f"batches: the other prompts' responses all got the same {self.group_filter.metric}, so the "
                     "data is too hard or too easy for the model. Raise algorithm.group_filter.max_num_gen_batches "
-                    "(0 = unlimited) or change the data")
+                    "(0 = unlimited) or change the data"
+                )
             drawn = self.sampler.next_indices(num_prompts * self.world)  # the same on every process
-            mine = drawn[self.rank * num_prompts:(self.rank + 1) * num_prompts]
+            mine = drawn[self.rank * num_prompts : (self.rank + 1) * num_prompts]
             exp = self.generate(mine, self.sampling, seed=seed + gen_batches * self.world + self.rank)
             gen_batches += 1
             informative = self._informative(exp)
@@ -101,22 +114,40 @@ class ExperienceCollector:
         n = sampling.n
         completions = self.tokenizer.batch_decode(rollout.response_ids, skip_special_tokens=True)
         repeat = partial(_repeat, n=n)  # prompt-major rows
-        reward = self.reward_fn(repeat(data.prompts), completions, repeat(data.ground_truths),
-                                **{k: repeat(col) for k, col in data.extra.items()})
+        reward = self.reward_fn(
+            repeat(data.prompts),
+            completions,
+            repeat(data.ground_truths),
+            **{k: repeat(col) for k, col in data.extra.items()},
+        )
         lengths = rollout.response_lengths.to(self.device)
         scores = reward.scores.to(self.device)
         if self.overlong.enabled:
-            scores = scores + overlong_penalty(lengths, max_response_length=sampling.max_tokens,
-                                               buffer_length=self.overlong.buffer_tokens,
-                                               penalty_factor=self.overlong.penalty_factor)
+            scores = scores + overlong_penalty(
+                lengths,
+                max_response_length=sampling.max_tokens,
+                buffer_length=self.overlong.buffer_tokens,
+                penalty_factor=self.overlong.penalty_factor,
+            )
         self.timing["gen"] += t1 - t0
         self.timing["reward"] += time.perf_counter() - t1
-        seq = Sequences.build([torch.as_tensor(p) for p in repeat(data.prompt_ids)],
-                              rollout.response_ids.to(self.device), rollout.response_mask.to(self.device),
-                              pad_id=self.tokenizer.pad_token_id)
+        seq = Sequences.build(
+            [torch.as_tensor(p) for p in repeat(data.prompt_ids)],
+            rollout.response_ids.to(self.device),
+            rollout.response_mask.to(self.device),
+            pad_id=self.tokenizer.pad_token_id,
+        )
         truncated = torch.tensor([f == FINISH_LENGTH for f in rollout.finish_reasons], device=self.device)
-        return Experience(prompts=list(prompts), seq=seq, rollout_log_probs=rollout.log_probs.to(self.device),
-                          scores=scores, reward=reward, truncated=truncated, completions=completions, n=n)
+        return Experience(
+            prompts=list(prompts),
+            seq=seq,
+            rollout_log_probs=rollout.log_probs.to(self.device),
+            scores=scores,
+            reward=reward,
+            truncated=truncated,
+            completions=completions,
+            n=n,
+        )
 
     def _informative(self, exp: Experience) -> torch.Tensor:
         """(G,) bool: groups whose filter metric is not constant."""
@@ -126,14 +157,22 @@ class ExperienceCollector:
 
 def select_groups(exp: Experience, groups: torch.Tensor) -> Experience:
     """The experience of the given groups (indices) only."""
-    rows = (groups.repeat_interleave(exp.n) * exp.n + torch.arange(exp.n).repeat(len(groups)))
+    rows = groups.repeat_interleave(exp.n) * exp.n + torch.arange(exp.n).repeat(len(groups))
     seq = exp.seq.rows(rows.to(exp.scores.device))
     return Experience(
-        prompts=[exp.prompts[g] for g in groups.tolist()], seq=seq,
-        rollout_log_probs=exp.rollout_log_probs[rows, :seq.response_mask.shape[1]], scores=exp.scores[rows],
-        reward=RewardOutput(exp.reward.scores[rows], {k: v[rows] for k, v in exp.reward.components.items()},
-                            exp.reward.acc[rows]),
-        truncated=exp.truncated[rows], completions=[exp.completions[i] for i in rows.tolist()], n=exp.n)
+        prompts=[exp.prompts[g] for g in groups.tolist()],
+        seq=seq,
+        rollout_log_probs=exp.rollout_log_probs[rows, : seq.response_mask.shape[1]],
+        scores=exp.scores[rows],
+        reward=RewardOutput(
+            exp.reward.scores[rows],
+            {k: v[rows] for k, v in exp.reward.components.items()},
+            exp.reward.acc[rows],
+        ),
+        truncated=exp.truncated[rows],
+        completions=[exp.completions[i] for i in rows.tolist()],
+        n=exp.n,
+    )
 
 
 def concat(parts: list[Experience]) -> Experience:
@@ -143,14 +182,19 @@ def concat(parts: list[Experience]) -> Experience:
     seq = Sequences.concat([p.seq for p in parts])
     width = seq.response_mask.shape[1]
     return Experience(
-        prompts=[g for p in parts for g in p.prompts], seq=seq,
+        prompts=[g for p in parts for g in p.prompts],
+        seq=seq,
         rollout_log_probs=torch.cat([pad_response(p.rollout_log_probs, width) for p in parts]),
         scores=torch.cat([p.scores for p in parts]),
-        reward=RewardOutput(torch.cat([p.reward.scores for p in parts]),
-                            {k: torch.cat([p.reward.components[k] for p in parts]) for k in parts[0].reward.components},
-                            torch.cat([p.reward.acc for p in parts])),
-        truncated=torch.cat([p.truncated for p in parts]), completions=[c for p in parts for c in p.completions],
-        n=parts[0].n)
+        reward=RewardOutput(
+            torch.cat([p.reward.scores for p in parts]),
+            {k: torch.cat([p.reward.components[k] for p in parts]) for k in parts[0].reward.components},
+            torch.cat([p.reward.acc for p in parts]),
+        ),
+        truncated=torch.cat([p.truncated for p in parts]),
+        completions=[c for p in parts for c in p.completions],
+        n=parts[0].n,
+    )
 
 
 def _repeat(column: list[Any], n: int) -> list[Any]:

@@ -46,7 +46,9 @@ class TooManySkippedUpdates(RuntimeError):
     """More non-finite updates than `trainer.max_skipped_updates`."""
 
 
-def train(loaded: LoadedRecipe, options: RunOptions, *, say: Say = print, overrides: list[str] | None = None) -> Run:
+def train(
+    loaded: LoadedRecipe, options: RunOptions, *, say: Say = print, overrides: list[str] | None = None
+) -> Run:
     """Run (or resume) the recipe to `trainer.total_steps`; returns the finished run."""
     run = start_run(loaded, options, say, list(overrides or []))
     s, total = run.session, loaded.recipe.trainer.total_steps
@@ -72,8 +74,10 @@ def training_step(s: Session, step: int) -> dict[str, float]:
     timer = Timer()
     with timer("step"):
         s.collector.timing = {"gen": 0.0, "reward": 0.0}
-        exp, gen_batches = s.collector.collect(r.trainer.prompts_per_step // s.accelerator.num_processes,
-                                               step_seed(r.trainer.seed, step, GEN_STREAM))
+        exp, gen_batches = s.collector.collect(
+            r.trainer.prompts_per_step // s.accelerator.num_processes,
+            step_seed(r.trainer.seed, step, GEN_STREAM),
+        )
         seq, mask = exp.seq, exp.seq.response_mask
         baselines = None
         if needs.greedy_baseline:  # ReMax: the reward of one greedy response per prompt
@@ -103,19 +107,34 @@ def training_step(s: Session, step: int) -> dict[str, float]:
             token_level_rewards = token_level_scores
             if r.algorithm.kl_in_reward.enabled:
                 token_level_rewards, kl_metrics = apply_kl_penalty(
-                    token_level_scores, old_log_probs, ref_log_probs, mask, s.kl_ctrl,
-                    r.algorithm.kl_in_reward.estimator)
+                    token_level_scores,
+                    old_log_probs,
+                    ref_log_probs,
+                    mask,
+                    s.kl_ctrl,
+                    r.algorithm.kl_in_reward.estimator,
+                )
                 metrics |= kl_metrics
             advantages, returns = s.advantage_fn(
-                token_level_rewards, mask, exp.index, values=values, reward_baselines=baselines,
-                gamma=r.algorithm.gamma, lam=r.algorithm.lam,
+                token_level_rewards,
+                mask,
+                exp.index,
+                values=values,
+                reward_baselines=baselines,
+                gamma=r.algorithm.gamma,
+                lam=r.algorithm.lam,
                 norm_adv_by_std_in_grpo=r.algorithm.norm_adv_by_std_in_grpo,
-                reward_components={k: v.to(mask.device) for k, v in exp.reward.components.items()})
+                reward_components={k: v.to(mask.device) for k, v in exp.reward.components.items()},
+            )
             is_weights = None
             if r.rollout.importance_sampling.level != "off":
                 is_weights, is_metrics = truncated_is_weights(
-                    old_log_probs, exp.rollout_log_probs, mask, r.rollout.importance_sampling.level,
-                    r.rollout.importance_sampling.cap)
+                    old_log_probs,
+                    exp.rollout_log_probs,
+                    mask,
+                    r.rollout.importance_sampling.level,
+                    r.rollout.importance_sampling.cap,
+                )
                 metrics |= is_metrics
 
         if needs.critic:
@@ -123,15 +142,27 @@ def training_step(s: Session, step: int) -> dict[str, float]:
                 metrics |= update_critic(s, seq, values, returns, step)
         if step > r.critic.warmup_steps or not needs.critic:
             with timer("update_actor"):
-                metrics |= update_actor(s, seq, old_log_probs, advantages, step, ref_log_probs=ref_log_probs,
-                                        is_weights=is_weights, teacher=teacher)
+                metrics |= update_actor(
+                    s,
+                    seq,
+                    old_log_probs,
+                    advantages,
+                    step,
+                    ref_log_probs=ref_log_probs,
+                    is_weights=is_weights,
+                    teacher=teacher,
+                )
         lr = s.scheduler.get_last_lr()[0]  # the rate this step's updates used
         s.scheduler.step()
         s.engine.sync_weights(s.unwrapped_policy)
 
     metrics |= batch_metrics(exp, token_level_scores, token_level_rewards, advantages, returns, values)
-    metrics |= {"frac_reward_zero_std": s.collector.frac_zero_std, "gen_batches": gen_batches,
-                "actor/lr": lr, "training/skipped_updates": s.skipped_updates}
+    metrics |= {
+        "frac_reward_zero_std": s.collector.frac_zero_std,
+        "gen_batches": gen_batches,
+        "actor/lr": lr,
+        "training/skipped_updates": s.skipped_updates,
+    }
     metrics |= {f"timing_s/{k}": v for k, v in timer.seconds.items()}
     tokens = seq.attention_mask.sum().item()
     metrics["perf/throughput"] = tokens / timer.seconds["step"]
@@ -155,31 +186,52 @@ def teacher_scores(s: Session, seq: Sequences) -> dict[str, torch.Tensor]:
     top-k log-probs and ids for `forward_kl_topk`."""
     d, temperature = s.recipe.distillation, s.recipe.rollout.temperature
     if d.loss != "forward_kl_topk":
-        log_probs = forward_batched(lambda q: response_log_probs(s.teacher, q, temperature)[0], seq=seq,
-                                    chunk=s.recipe.actor.micro_batch_samples)
+        log_probs = forward_batched(
+            lambda q: response_log_probs(s.teacher, q, temperature)[0],
+            seq=seq,
+            chunk=s.recipe.actor.micro_batch_samples,
+        )
         return {"teacher_log_probs": log_probs}
     logits = response_log_probs(s.teacher, seq, temperature, return_logits=True)[2]
     top = (logits / temperature).log_softmax(-1).topk(min(d.topk, logits.shape[-1]), dim=-1)
     return {"teacher_topk_log_probs": top.values, "teacher_topk_ids": top.indices}
 
 
-def update_actor(s: Session, seq: Sequences, old_log_probs: torch.Tensor, advantages: torch.Tensor, step: int, *,
-                 ref_log_probs: torch.Tensor | None, is_weights: torch.Tensor | None,
-                 teacher: dict[str, torch.Tensor]) -> dict[str, float]:
+def update_actor(
+    s: Session,
+    seq: Sequences,
+    old_log_probs: torch.Tensor,
+    advantages: torch.Tensor,
+    step: int,
+    *,
+    ref_log_probs: torch.Tensor | None,
+    is_weights: torch.Tensor | None,
+    teacher: dict[str, torch.Tensor],
+) -> dict[str, float]:
     """PPO epochs over shuffled mini-batches; one optimizer step per mini-batch."""
     r = s.recipe
     a, d = r.actor, r.distillation
     dp = s.accelerator.num_processes
-    ppo_kwargs = {"clip_ratio": a.clip_ratio, "clip_ratio_low": a.clip_ratio_low,
-                  "clip_ratio_high": a.clip_ratio_high, "clip_ratio_c": a.clip_ratio_c}
+    ppo_kwargs = {
+        "clip_ratio": a.clip_ratio,
+        "clip_ratio_low": a.clip_ratio_low,
+        "clip_ratio_high": a.clip_ratio_high,
+        "clip_ratio_c": a.clip_ratio_c,
+    }
     generator = torch.Generator().manual_seed(step_seed(r.trainer.seed, step, SHUFFLE_STREAM))
     task_loss = not d.enabled or d.use_task_rewards
     grad_entropy = a.entropy_coef != 0
     out = UpdateMetrics()
     for _ in range(a.ppo_epochs):
-        for mb in plan_minibatches(seq.response_mask, mini_batch=a.mini_batch_samples // dp,
-                                   micro_batch=a.micro_batch_samples // dp, generator=generator, dp_size=dp,
-                                   loss_scale_factor=r.rollout.max_response_tokens, reduce_sum=_reduce_sum(s)):
+        for mb in plan_minibatches(
+            seq.response_mask,
+            mini_batch=a.mini_batch_samples // dp,
+            micro_batch=a.micro_batch_samples // dp,
+            generator=generator,
+            dp_size=dp,
+            loss_scale_factor=r.rollout.max_response_tokens,
+            reduce_sum=_reduce_sum(s),
+        ):
             for i, rows in enumerate(mb.micro):
                 q = seq.rows(rows)
                 m = q.response_mask
@@ -188,26 +240,51 @@ def update_actor(s: Session, seq: Sequences, old_log_probs: torch.Tensor, advant
                 last = i == len(mb.micro) - 1
                 with nullcontext() if last else s.accelerator.no_sync(s.policy):
                     log_probs, entropy, logits = response_log_probs(
-                        s.policy, q, r.rollout.temperature, entropy="grad" if grad_entropy else "detached",
-                        return_logits=d.loss == "forward_kl_topk")
+                        s.policy,
+                        q,
+                        r.rollout.temperature,
+                        entropy="grad" if grad_entropy else "detached",
+                        return_logits=d.loss == "forward_kl_topk",
+                    )
                     loss = torch.zeros((), device=m.device)
                     if task_loss:
                         pg_loss, pg_metrics = s.policy_loss_fn(
-                            take(old_log_probs), log_probs, take(advantages), m, a.loss_agg_mode,
+                            take(old_log_probs),
+                            log_probs,
+                            take(advantages),
+                            m,
+                            a.loss_agg_mode,
                             rollout_is_weights=take(is_weights) if is_weights is not None else None,
-                            agg_kwargs=mb.agg_kwargs, **ppo_kwargs, **a.loss_kwargs)
+                            agg_kwargs=mb.agg_kwargs,
+                            **ppo_kwargs,
+                            **a.loss_kwargs,
+                        )
                         loss = loss + pg_loss
-                        out.add(sums={"actor/pg_loss": pg_loss.detach()}, means=pg_metrics, weight=m.sum() / mb.tokens)
+                        out.add(
+                            sums={"actor/pg_loss": pg_loss.detach()},
+                            means=pg_metrics,
+                            weight=m.sum() / mb.tokens,
+                        )
                     if d.enabled:
                         kd_loss, kd_metrics = distillation_loss(
-                            d.loss, log_probs, m, student_logits=logits, old_log_prob=take(old_log_probs),
-                            use_policy_gradient=d.use_policy_gradient, loss_agg_mode=a.loss_agg_mode,
-                            loss_max_clamp=d.loss_max_clamp, agg_kwargs=mb.agg_kwargs,
+                            d.loss,
+                            log_probs,
+                            m,
+                            student_logits=logits,
+                            old_log_prob=take(old_log_probs),
+                            use_policy_gradient=d.use_policy_gradient,
+                            loss_agg_mode=a.loss_agg_mode,
+                            loss_max_clamp=d.loss_max_clamp,
+                            agg_kwargs=mb.agg_kwargs,
                             **{k: take(v) for k, v in teacher.items()},
-                            **(ppo_kwargs if d.use_policy_gradient else {}))
+                            **(ppo_kwargs if d.use_policy_gradient else {}),
+                        )
                         loss = loss + (d.coef if task_loss else 1.0) * kd_loss
-                        out.add(sums={"distillation/loss": kd_loss.detach()}, means=kd_metrics,
-                                weight=m.sum() / mb.tokens)
+                        out.add(
+                            sums={"distillation/loss": kd_loss.detach()},
+                            means=kd_metrics,
+                            weight=m.sum() / mb.tokens,
+                        )
                     entropy_loss = agg(entropy)
                     loss = loss - a.entropy_coef * entropy_loss if grad_entropy else loss
                     out.add(sums={"actor/entropy": entropy_loss.detach()})
@@ -220,8 +297,9 @@ def update_actor(s: Session, seq: Sequences, old_log_probs: torch.Tensor, advant
     return out.result(scale=1.0 / dp)
 
 
-def update_critic(s: Session, seq: Sequences, values: torch.Tensor, returns: torch.Tensor,
-                  step: int) -> dict[str, float]:
+def update_critic(
+    s: Session, seq: Sequences, values: torch.Tensor, returns: torch.Tensor, step: int
+) -> dict[str, float]:
     """Clipped value-loss regression onto the returns, over the same mini-batch plan."""
     r = s.recipe
     a, c = r.actor, r.critic
@@ -229,24 +307,39 @@ def update_critic(s: Session, seq: Sequences, values: torch.Tensor, returns: tor
     generator = torch.Generator().manual_seed(step_seed(r.trainer.seed, step, SHUFFLE_STREAM + 1))
     out = UpdateMetrics()
     for _ in range(a.ppo_epochs):
-        for mb in plan_minibatches(seq.response_mask, mini_batch=a.mini_batch_samples // dp,
-                                   micro_batch=a.micro_batch_samples // dp, generator=generator, dp_size=dp,
-                                   reduce_sum=_reduce_sum(s)):
+        for mb in plan_minibatches(
+            seq.response_mask,
+            mini_batch=a.mini_batch_samples // dp,
+            micro_batch=a.micro_batch_samples // dp,
+            generator=generator,
+            dp_size=dp,
+            reduce_sum=_reduce_sum(s),
+        ):
             for i, rows in enumerate(mb.micro):
                 q = seq.rows(rows)
                 m = q.response_mask
                 take = partial(_micro, rows=rows, width=m.shape[1])
                 with nullcontext() if i == len(mb.micro) - 1 else s.accelerator.no_sync(s.critic):
-                    loss, vf_metrics = compute_value_loss(response_values(s.critic, q), take(returns), take(values), m,
-                                                  c.cliprange_value, c.loss_agg_mode, agg_kwargs=mb.agg_kwargs)
+                    loss, vf_metrics = compute_value_loss(
+                        response_values(s.critic, q),
+                        take(returns),
+                        take(values),
+                        m,
+                        c.cliprange_value,
+                        c.loss_agg_mode,
+                        agg_kwargs=mb.agg_kwargs,
+                    )
                     s.accelerator.backward(loss)
                 out.add(sums={"critic/vf_loss": loss.detach()}, means=vf_metrics, weight=m.sum() / mb.tokens)
-            out.end_minibatch({"critic/grad_norm": optimizer_step(s, s.critic, s.critic_optimizer, c.grad_clip)})
+            out.end_minibatch(
+                {"critic/grad_norm": optimizer_step(s, s.critic, s.critic_optimizer, c.grad_clip)}
+            )
     return out.result(scale=1.0 / dp)
 
 
-def optimizer_step(s: Session, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
-                   grad_clip: float | None) -> float:
+def optimizer_step(
+    s: Session, model: torch.nn.Module, optimizer: torch.optim.Optimizer, grad_clip: float | None
+) -> float:
     """Clip, then step — unless the gradient is not finite: then the update is skipped and
     counted, and past `trainer.max_skipped_updates` the run stops."""
     norm = float(s.accelerator.clip_grad_norm_(model.parameters(), grad_clip or float("inf")))
@@ -259,7 +352,8 @@ def optimizer_step(s: Session, model: torch.nn.Module, optimizer: torch.optim.Op
             raise TooManySkippedUpdates(
                 f"{s.skipped_updates} updates had non-finite gradients (limit trainer.max_skipped_updates = "
                 f"{s.recipe.trainer.max_skipped_updates}); the last good checkpoint is kept. Lower the learning "
-                "rate, enable grad_clip, or check the reward for NaN/inf")
+                "rate, enable grad_clip, or check the reward for NaN/inf"
+            )
     optimizer.zero_grad(set_to_none=True)
     return norm
 

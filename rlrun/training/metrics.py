@@ -34,12 +34,30 @@ from rlrun.training.experience import Experience
 Say = Callable[[str], None]
 
 # The figures the progress bar shows, in order: (metric, label).
-PROGRESS_FIGURES = (("critic/score/mean", "score"), ("val/accuracy", "val"), ("actor/pg_loss", "loss"),
-                    ("response_length/mean", "len"), ("timing_s/step", "s/step"))
+PROGRESS_FIGURES = (
+    ("critic/score/mean", "score"),
+    ("val/accuracy", "val"),
+    ("actor/pg_loss", "loss"),
+    ("response_length/mean", "len"),
+    ("timing_s/step", "s/step"),
+)
 # The compact table printed every N steps.
-TABLE_METRICS = ("critic/score/mean", "val/accuracy", "actor/pg_loss", "actor/kl_loss", "actor/entropy",
-                 "actor/grad_norm", "actor/pg_clipfrac", "actor/ppo_kl", "critic/vf_loss", "critic/advantages/mean",
-                 "response_length/mean", "frac_reward_zero_std", "perf/throughput", "timing_s/step")
+TABLE_METRICS = (
+    "critic/score/mean",
+    "val/accuracy",
+    "actor/pg_loss",
+    "actor/kl_loss",
+    "actor/entropy",
+    "actor/grad_norm",
+    "actor/pg_clipfrac",
+    "actor/ppo_kl",
+    "critic/vf_loss",
+    "critic/advantages/mean",
+    "response_length/mean",
+    "frac_reward_zero_std",
+    "perf/throughput",
+    "timing_s/step",
+)
 
 
 class Timer:
@@ -62,8 +80,14 @@ class Timer:
 
 
 @torch.no_grad()
-def batch_metrics(exp: Experience, token_level_scores: torch.Tensor, token_level_rewards: torch.Tensor,
-                  advantages: torch.Tensor, returns: torch.Tensor, values: torch.Tensor | None) -> dict[str, float]:
+def batch_metrics(
+    exp: Experience,
+    token_level_scores: torch.Tensor,
+    token_level_rewards: torch.Tensor,
+    advantages: torch.Tensor,
+    returns: torch.Tensor,
+    values: torch.Tensor | None,
+) -> dict[str, float]:
     """What the step's batch looked like, under verl's metric names."""
     mask = exp.seq.response_mask
     valid = mask.bool()
@@ -73,10 +97,14 @@ def batch_metrics(exp: Experience, token_level_scores: torch.Tensor, token_level
     out = {
         "critic/score/mean": token_level_scores.sum(-1).mean(),
         "critic/rewards/mean": token_level_rewards.sum(-1).mean(),
-        "critic/advantages/mean": adv.mean(), "critic/advantages/max": adv.max(), "critic/advantages/min": adv.min(),
+        "critic/advantages/mean": adv.mean(),
+        "critic/advantages/max": adv.max(),
+        "critic/advantages/min": adv.min(),
         "critic/returns/mean": returns[valid].mean(),
-        "response_length/mean": lengths.mean(), "response_length/max": lengths.max(),
-        "response_length/min": lengths.min(), "response_length/clip_ratio": exp.truncated.float().mean(),
+        "response_length/mean": lengths.mean(),
+        "response_length/max": lengths.max(),
+        "response_length/min": lengths.min(),
+        "response_length/clip_ratio": exp.truncated.float().mean(),
         "prompt_length/mean": prompt_lengths.float().mean(),
         "reward/acc/mean": exp.reward.acc.mean(),
     }
@@ -92,8 +120,16 @@ def sample_rows(exp: Experience, dataset: PromptDataset, limit: int) -> list[dic
     """Up to `limit` completions of the step with their prompt, answer and reward."""
     rows = range(min(limit, exp.num_rows))
     prompts = dataset.take([exp.prompts[i // exp.n] for i in rows])
-    return [{"prompt": prompts.prompts[j], "completion": exp.completions[i], "ground_truth": prompts.ground_truths[j],
-             "reward": float(exp.scores[i]), "acc": float(exp.reward.acc[i])} for j, i in enumerate(rows)]
+    return [
+        {
+            "prompt": prompts.prompts[j],
+            "completion": exp.completions[i],
+            "ground_truth": prompts.ground_truths[j],
+            "reward": float(exp.scores[i]),
+            "acc": float(exp.reward.acc[i]),
+        }
+        for j, i in enumerate(rows)
+    ]
 
 
 class Sink(Protocol):
@@ -163,20 +199,30 @@ def truncate_jsonl(path: Path, last_step: int) -> None:
 class ConsoleSink:
     """A Rich progress bar with the key figures and ETA, and a compact table every N steps."""
 
-    def __init__(self, total_steps: int, start_step: int = 0, table_every: int = 10, console: Console | None = None):
+    def __init__(
+        self, total_steps: int, start_step: int = 0, table_every: int = 10, console: Console | None = None
+    ):
         self.console = console or Console(stderr=True)
         self.table_every = table_every
         self._last: dict[str, float] = {}
         self.progress = Progress(
-            TextColumn("[bold]step"), MofNCompleteColumn(), BarColumn(bar_width=16), TimeElapsedColumn(),
-            TextColumn("eta"), TimeRemainingColumn(), TextColumn("{task.fields[figures]}"), console=self.console,
+            TextColumn("[bold]step"),
+            MofNCompleteColumn(),
+            BarColumn(bar_width=16),
+            TimeElapsedColumn(),
+            TextColumn("eta"),
+            TimeRemainingColumn(),
+            TextColumn("{task.fields[figures]}"),
+            console=self.console,
         )
         self.task = self.progress.add_task("train", total=total_steps, completed=start_step, figures="")
         self.progress.start()
 
     def log(self, step: int, metrics: dict[str, float]) -> None:
         self._last.update(metrics)
-        figures = "  ".join(f"{label} {_fmt(self._last[key])}" for key, label in PROGRESS_FIGURES if key in self._last)
+        figures = "  ".join(
+            f"{label} {_fmt(self._last[key])}" for key, label in PROGRESS_FIGURES if key in self._last
+        )
         self.progress.update(self.task, completed=step, figures=figures)
         if self.table_every > 0 and step % self.table_every == 0:
             self.progress.console.print(metrics_table(step, self._last))
@@ -192,7 +238,7 @@ def metrics_table(step: int, metrics: dict[str, float]) -> Table:
     table = Table(title=f"step {step}", show_header=False, box=None, padding=(0, 2), title_justify="left")
     shown = [k for k in TABLE_METRICS if k in metrics]
     for i in range(0, len(shown), 3):  # three name/value pairs per row keeps it compact
-        row = shown[i:i + 3]
+        row = shown[i : i + 3]
         table.add_row(*[c for k in row for c in (f"[dim]{k}", _fmt(metrics[k]))])
     return table
 
@@ -218,8 +264,18 @@ class WandbSink:
     — with a warning each time, never an exception.
     """
 
-    def __init__(self, *, project: str, entity: str | None, mode: str, config: dict[str, Any], run_dir: Path,
-                 name: str, run_id: str | None, say: Say):
+    def __init__(
+        self,
+        *,
+        project: str,
+        entity: str | None,
+        mode: str,
+        config: dict[str, Any],
+        run_dir: Path,
+        name: str,
+        run_id: str | None,
+        say: Say,
+    ):
         import wandb
 
         self._wandb, self.say, self.run = wandb, say, None
@@ -231,9 +287,17 @@ class WandbSink:
             if attempt == "disabled":
                 break
             try:
-                self.run = wandb.init(project=project, entity=entity, config=config, dir=str(run_dir), name=name,
-                                      id=run_id, resume="allow" if run_id else None, mode=attempt,
-                                      settings=wandb.Settings(silent=True, console="off"))
+                self.run = wandb.init(
+                    project=project,
+                    entity=entity,
+                    config=config,
+                    dir=str(run_dir),
+                    name=name,
+                    id=run_id,
+                    resume="allow" if run_id else None,
+                    mode=attempt,
+                    settings=wandb.Settings(silent=True, console="off"),
+                )
                 break
             except Exception as err:  # noqa: BLE001 - any W&B failure must leave training running
                 say(f"W&B: init in {attempt} mode failed ({type(err).__name__}: {err}).")
@@ -256,7 +320,9 @@ class WandbSink:
     def log_samples(self, step: int, rows: list[dict[str, Any]]) -> None:
         if self.run is not None and rows:
             columns = list(rows[0])
-            table = self._wandb.Table(columns=["step", *columns], data=[[step, *(r[c] for c in columns)] for r in rows])
+            table = self._wandb.Table(
+                columns=["step", *columns], data=[[step, *(r[c] for c in columns)] for r in rows]
+            )
             self._guard(lambda: self.run.log({"samples": table}, step=step))
 
     def close(self, status: str) -> None:

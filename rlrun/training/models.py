@@ -30,11 +30,13 @@ def load_tokenizer(path: str, trust_remote_code: bool = False) -> PreTrainedToke
     return tokenizer
 
 
-def load_causal_lm(path: str, dtype: str = "float32", trust_remote_code: bool = False,
-                   trainable: bool = True) -> PreTrainedModel:
+def load_causal_lm(
+    path: str, dtype: str = "float32", trust_remote_code: bool = False, trainable: bool = True
+) -> PreTrainedModel:
     """A causal LM; frozen (eval mode, no grad) unless `trainable`."""
-    model = AutoModelForCausalLM.from_pretrained(resolve_model_path(path), dtype=DTYPES[dtype],
-                                                 trust_remote_code=trust_remote_code)
+    model = AutoModelForCausalLM.from_pretrained(
+        resolve_model_path(path), dtype=DTYPES[dtype], trust_remote_code=trust_remote_code
+    )
     return model.train() if trainable else freeze(model)
 
 
@@ -55,9 +57,12 @@ class ValueModel(torch.nn.Module):
         torch.nn.init.zeros_(self.value_head.bias)
 
     @classmethod
-    def from_pretrained(cls, path: str, dtype: str = "float32", trust_remote_code: bool = False) -> ValueModel:
-        backbone = AutoModel.from_pretrained(resolve_model_path(path), dtype=DTYPES[dtype],
-                                             trust_remote_code=trust_remote_code)
+    def from_pretrained(
+        cls, path: str, dtype: str = "float32", trust_remote_code: bool = False
+    ) -> ValueModel:
+        backbone = AutoModel.from_pretrained(
+            resolve_model_path(path), dtype=DTYPES[dtype], trust_remote_code=trust_remote_code
+        )
         return cls(backbone).to(DTYPES[dtype])
 
     def forward(self, **inputs: Any) -> torch.Tensor:

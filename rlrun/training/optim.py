@@ -12,11 +12,18 @@ from torch.optim.lr_scheduler import LambdaLR
 
 def build_optimizer(params: Iterable[torch.nn.Parameter], cfg: Any) -> torch.optim.AdamW:
     """`cfg`: the recipe's `actor.optimizer` / `critic.optimizer` section."""
-    return torch.optim.AdamW([p for p in params if p.requires_grad], lr=cfg.lr, weight_decay=cfg.weight_decay,
-                             betas=tuple(cfg.betas), eps=cfg.eps)
+    return torch.optim.AdamW(
+        [p for p in params if p.requires_grad],
+        lr=cfg.lr,
+        weight_decay=cfg.weight_decay,
+        betas=tuple(cfg.betas),
+        eps=cfg.eps,
+    )
 
 
-def lr_factor(step: int, *, name: str, warmup_steps: int, total_steps: int, min_lr_ratio: float = 0.0) -> float:
+def lr_factor(
+    step: int, *, name: str, warmup_steps: int, total_steps: int, min_lr_ratio: float = 0.0
+) -> float:
     """The multiplier of the base lr for optimizer step `step` (0-based)."""
     if step < warmup_steps:
         return (step + 1) / warmup_steps
@@ -29,5 +36,13 @@ def lr_factor(step: int, *, name: str, warmup_steps: int, total_steps: int, min_
 
 def build_scheduler(optimizer: torch.optim.Optimizer, cfg: Any, total_steps: int) -> LambdaLR:
     """`cfg`: the recipe's `actor.lr_scheduler` section; `total_steps` counts optimizer steps."""
-    return LambdaLR(optimizer, lambda step: lr_factor(step, name=cfg.name, warmup_steps=cfg.warmup_steps,
-                                                      total_steps=total_steps, min_lr_ratio=cfg.min_lr_ratio))
+    return LambdaLR(
+        optimizer,
+        lambda step: lr_factor(
+            step,
+            name=cfg.name,
+            warmup_steps=cfg.warmup_steps,
+            total_steps=total_steps,
+            min_lr_ratio=cfg.min_lr_ratio,
+        ),
+    )

@@ -67,8 +67,9 @@ def check_resume(run_dir: Path, loaded: LoadedRecipe) -> None:
 class Run:
     """A started run: where it writes, and its logging (main process only)."""
 
-    def __init__(self, loaded: LoadedRecipe, options: RunOptions, session: Session, say: Say,
-                 overrides: list[str]):
+    def __init__(
+        self, loaded: LoadedRecipe, options: RunOptions, session: Session, say: Say, overrides: list[str]
+    ):
         self.recipe, self.session, self.say = loaded.recipe, session, say
         self.main = session.accelerator.is_main_process
         path = default_run_dir(loaded, options)
@@ -93,7 +94,9 @@ class Run:
             # On resume the logs are cut back to the checkpoint (all of them when there was none).
             resume_step = (session.step if resume_from is not None else -1) if options.resume else None
             self.sinks = self._sinks(loaded, wandb_id, resume_step=resume_step)
-            meta.update(status="running", end_time=None, wandb_run_id=self._wandb_id() or meta.get("wandb_run_id"))
+            meta.update(
+                status="running", end_time=None, wandb_run_id=self._wandb_id() or meta.get("wandb_run_id")
+            )
             if options.resume:
                 meta.setdefault("resumes", []).append({"time": now_iso(), "from_step": session.step})
             self.dir.write_meta(meta)
@@ -102,25 +105,51 @@ class Run:
     def _new_meta(self, loaded: LoadedRecipe, overrides: list[str]) -> dict[str, Any]:
         sha, dirty = git_state()
         r = loaded.recipe
-        return {"name": self.dir.path.name, "status": "running", "git_sha": sha, "git_dirty": dirty,
-                "versions": package_versions(), "seed": r.trainer.seed, "start_time": now_iso(), "end_time": None,
-                "total_steps": r.trainer.total_steps, "algorithm": algorithm_summary(r), "model": r.model.path,
-                "recipe": str(loaded.source_path), "overrides": overrides, "wandb_run_id": None}
+        return {
+            "name": self.dir.path.name,
+            "status": "running",
+            "git_sha": sha,
+            "git_dirty": dirty,
+            "versions": package_versions(),
+            "seed": r.trainer.seed,
+            "start_time": now_iso(),
+            "end_time": None,
+            "total_steps": r.trainer.total_steps,
+            "algorithm": algorithm_summary(r),
+            "model": r.model.path,
+            "recipe": str(loaded.source_path),
+            "overrides": overrides,
+            "wandb_run_id": None,
+        }
 
     def _sinks(self, loaded: LoadedRecipe, wandb_id: str | None, resume_step: int | None) -> list[Sink]:
         log = self.recipe.logging
         sinks: list[Sink] = []
         if log.console.enabled:
-            sinks.append(ConsoleSink(self.recipe.trainer.total_steps, start_step=self.session.step,
-                                     table_every=log.console.table_every_steps))
+            sinks.append(
+                ConsoleSink(
+                    self.recipe.trainer.total_steps,
+                    start_step=self.session.step,
+                    table_every=log.console.table_every_steps,
+                )
+            )
         if log.jsonl:
             sinks.append(JsonlSink(self.dir.metrics_file, resume_step=resume_step))
         if log.samples_every_steps:
             sinks.append(SamplesSink(self.dir.samples_file, resume_step=resume_step))
         if log.wandb.enabled:
-            sinks.append(WandbSink(project=log.wandb.project, entity=log.wandb.entity, mode=log.wandb.mode,
-                                   config=loaded.data, run_dir=self.dir.path, name=self.dir.path.name,
-                                   run_id=wandb_id, say=self.say))
+            sinks.append(
+                WandbSink(
+                    project=log.wandb.project,
+                    entity=log.wandb.entity,
+                    mode=log.wandb.mode,
+                    config=loaded.data,
+                    run_dir=self.dir.path,
+                    name=self.dir.path.name,
+                    run_id=wandb_id,
+                    say=self.say,
+                )
+            )
         return sinks
 
     def _wandb_id(self) -> str | None:
@@ -166,9 +195,15 @@ class Run:
             if previous is not None:
                 signal.signal(signal.SIGINT, previous)
             if status == "interrupted":
-                if self.stop_requested and self.session.step > 0 and not self.checkpoint_due(self.session.step):
+                if (
+                    self.stop_requested
+                    and self.session.step > 0
+                    and not self.checkpoint_due(self.session.step)
+                ):
                     self.checkpoint()
-                self.say(f"Interrupted at step {self.session.step}. Continue with `rlrun resume {self.dir.path}`.")
+                self.say(
+                    f"Interrupted at step {self.session.step}. Continue with `rlrun resume {self.dir.path}`."
+                )
             self.close(status)
 
     def _on_sigint(self, signum: int, frame: Any) -> None:
@@ -198,8 +233,13 @@ def _wall_time_at(metrics_file: Path, step: int) -> float:
     return wall
 
 
-def start_run(loaded: LoadedRecipe, options: RunOptions, say: Say, overrides: list[str],
-              make_session: Callable[[Any], Session] = Session) -> Run:
+def start_run(
+    loaded: LoadedRecipe,
+    options: RunOptions,
+    say: Say,
+    overrides: list[str],
+    make_session: Callable[[Any], Session] = Session,
+) -> Run:
     """Claim the run directory (refusing to reuse one without --resume / --overwrite), then
     build the session and resume it from the latest checkpoint when asked."""
     path = default_run_dir(loaded, options)

@@ -42,7 +42,9 @@ def write_json_atomic(path: Path, data: Any) -> None:
 
 
 def _refuse(path: Path, message: str, fix: str) -> RecipeError:
-    return RecipeError([ConfigIssue(message=message, key="trainer.output_dir", code="run-dir", file=str(path), fix=fix)])
+    return RecipeError(
+        [ConfigIssue(message=message, key="trainer.output_dir", code="run-dir", file=str(path), fix=fix)]
+    )
 
 
 @dataclass
@@ -72,7 +74,9 @@ class RunDir:
         is_run = (path / META).is_file()
         if resume:
             if not is_run:
-                raise _refuse(path, "there is no run to resume here (no meta.json)", "start a new run without --resume")
+                raise _refuse(
+                    path, "there is no run to resume here (no meta.json)", "start a new run without --resume"
+                )
             return cls(path)
         if exists:
             if not overwrite:
@@ -82,8 +86,11 @@ class RunDir:
                     "continue it with --resume, replace it with --overwrite, or pick another with --name / --run-dir",
                 )
             if not is_run:
-                raise _refuse(path, "--overwrite refuses to delete a directory that is not an rlrun run (no meta.json)",
-                              "pick another directory with --run-dir")
+                raise _refuse(
+                    path,
+                    "--overwrite refuses to delete a directory that is not an rlrun run (no meta.json)",
+                    "pick another directory with --run-dir",
+                )
             shutil.rmtree(path)
         path.mkdir(parents=True, exist_ok=True)
         return cls(path)
@@ -112,10 +119,19 @@ def git_state(repo: Path | None = None) -> tuple[str | None, bool | None]:
     """(sha, dirty) of the git checkout holding `repo` (default: rlrun's source), or (None, None)."""
     where = str(repo or Path(__file__).resolve().parent)
     try:
-        sha = subprocess.run(["git", "-C", where, "rev-parse", "HEAD"], capture_output=True, text=True,
-                             timeout=10, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "-C", where, "status", "--porcelain", "--untracked-files=no"],
-                               capture_output=True, text=True, timeout=10, check=True).stdout.strip() != ""
+        sha = subprocess.run(
+            ["git", "-C", where, "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10, check=True
+        ).stdout.strip()
+        dirty = (
+            subprocess.run(
+                ["git", "-C", where, "status", "--porcelain", "--untracked-files=no"],
+                capture_output=True,
+                text=True,
+                timeout=10,
+                check=True,
+            ).stdout.strip()
+            != ""
+        )
         return sha, dirty
     except (OSError, subprocess.SubprocessError):
         return None, None

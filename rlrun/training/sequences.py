@@ -29,7 +29,7 @@ class Sequences:
 
     @property
     def response_ids(self) -> torch.Tensor:
-        return self.input_ids[:, -self.response_mask.shape[1]:]
+        return self.input_ids[:, -self.response_mask.shape[1] :]
 
     @property
     def position_ids(self) -> torch.Tensor:
@@ -37,16 +37,25 @@ class Sequences:
         return (self.attention_mask.cumsum(-1) - 1).clamp(min=0)
 
     @classmethod
-    def build(cls, prompt_ids: list[torch.Tensor], response_ids: torch.Tensor, response_mask: torch.Tensor,
-              pad_id: int) -> Sequences:
+    def build(
+        cls,
+        prompt_ids: list[torch.Tensor],
+        response_ids: torch.Tensor,
+        response_mask: torch.Tensor,
+        pad_id: int,
+    ) -> Sequences:
         """`prompt_ids[i]` is row i's prompt (1-D), `response_ids`/`response_mask` (N, T)."""
         prompts = pad_sequence(prompt_ids, batch_first=True, padding_value=pad_id, padding_side="left")
-        prompt_mask = pad_sequence([torch.ones_like(p) for p in prompt_ids], batch_first=True, padding_value=0,
-                                   padding_side="left")
+        prompt_mask = pad_sequence(
+            [torch.ones_like(p) for p in prompt_ids], batch_first=True, padding_value=0, padding_side="left"
+        )
         device = response_ids.device
-        return cls(input_ids=torch.cat([prompts.to(device), response_ids], 1),
-                   attention_mask=torch.cat([prompt_mask.to(device), response_mask.long()], 1),
-                   response_mask=response_mask.float(), pad_id=pad_id)
+        return cls(
+            input_ids=torch.cat([prompts.to(device), response_ids], 1),
+            attention_mask=torch.cat([prompt_mask.to(device), response_mask.long()], 1),
+            response_mask=response_mask.float(),
+            pad_id=pad_id,
+        )
 
     @classmethod
     def concat(cls, parts: list[Sequences]) -> Sequences:
@@ -58,9 +67,12 @@ class Sequences:
             t = p.response_mask.shape[1]
             return torch.nn.functional.pad(x, (prompt_width - (x.shape[1] - t), width - t), value=value)
 
-        return cls(input_ids=torch.cat([pad(p, p.input_ids, p.pad_id) for p in parts]),
-                   attention_mask=torch.cat([pad(p, p.attention_mask, 0) for p in parts]),
-                   response_mask=torch.cat([pad_response(p.response_mask, width) for p in parts]), pad_id=parts[0].pad_id)
+        return cls(
+            input_ids=torch.cat([pad(p, p.input_ids, p.pad_id) for p in parts]),
+            attention_mask=torch.cat([pad(p, p.attention_mask, 0) for p in parts]),
+            response_mask=torch.cat([pad_response(p.response_mask, width) for p in parts]),
+            pad_id=parts[0].pad_id,
+        )
 
     def rows(self, idx: torch.Tensor) -> Sequences:
         """A sub-batch, with response columns that are padding in all its rows cut off."""
@@ -68,8 +80,12 @@ class Sequences:
         keep = int(mask.sum(0).nonzero().max()) + 1 if mask.any() else 1
         cut = mask.shape[1] - keep
         end = self.input_ids.shape[1] - cut
-        return Sequences(input_ids=self.input_ids[idx, :end], attention_mask=self.attention_mask[idx, :end],
-                         response_mask=mask[:, :keep], pad_id=self.pad_id)
+        return Sequences(
+            input_ids=self.input_ids[idx, :end],
+            attention_mask=self.attention_mask[idx, :end],
+            response_mask=mask[:, :keep],
+            pad_id=self.pad_id,
+        )
 
 
 def pad_response(x: torch.Tensor, width: int) -> torch.Tensor:
@@ -80,14 +96,24 @@ def pad_response(x: torch.Tensor, width: int) -> torch.Tensor:
 def response_logits(model: torch.nn.Module, seq: Sequences) -> torch.Tensor:
     """(N, T, V) logits predicting each response token."""
     T = seq.response_mask.shape[1]
-    out = model(input_ids=seq.input_ids, attention_mask=seq.attention_mask, position_ids=seq.position_ids,
-                use_cache=False, logits_to_keep=T + 1)
+    out = model(
+        input_ids=seq.input_ids,
+        attention_mask=seq.attention_mask,
+        position_ids=seq.position_ids,
+        use_cache=False,
+        logits_to_keep=T + 1,
+    )
     return out.logits[:, :-1].float()
 
 
-def response_log_probs(model: torch.nn.Module, seq: Sequences, temperature: float, *,
-                       entropy: Literal["grad", "detached"] | None = None,
-                       return_logits: bool = False) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+def response_log_probs(
+    model: torch.nn.Module,
+    seq: Sequences,
+    temperature: float,
+    *,
+    entropy: Literal["grad", "detached"] | None = None,
+    return_logits: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
     """(log_probs, entropy, logits) of the response tokens under the temperature-scaled
     distribution they were sampled from. Entropy is computed only when asked, with or without
     its gradient (a metric needs no backward through the vocabulary)."""
@@ -103,7 +129,7 @@ def response_values(critic: torch.nn.Module, seq: Sequences) -> torch.Tensor:
     """(N, T) critic values of the states before each response token."""
     T = seq.response_mask.shape[1]
     values = critic(input_ids=seq.input_ids, attention_mask=seq.attention_mask, position_ids=seq.position_ids)
-    return values[:, -T - 1:-1]
+    return values[:, -T - 1 : -1]
 
 
 @torch.no_grad()

@@ -67,9 +67,12 @@ def needs_of(recipe: Recipe) -> Needs:
         greedy_baseline=recipe.algorithm.advantage == "remax",
         # The sampler's log-probs are the old policy's when the engine computes them as the
         # trainer does (hf, float32) and the policy has not moved since sampling.
-        recompute_old_log_probs=(optimizer_steps_per_rollout > 1 or recipe.rollout.engine != "hf"
-                                 or recipe.model.dtype != "float32"
-                                 or recipe.rollout.importance_sampling.level != "off"),
+        recompute_old_log_probs=(
+            optimizer_steps_per_rollout > 1
+            or recipe.rollout.engine != "hf"
+            or recipe.model.dtype != "float32"
+            or recipe.rollout.importance_sampling.level != "off"
+        ),
     )
 
 
@@ -85,8 +88,9 @@ class Session:
         self.recipe = r = recipe
         hf_logging.disable_progress_bar()  # loading bars would drown the run's own progress bar
         device = r.trainer.device
-        self.accelerator = accelerator or Accelerator(cpu=device == "cpu" or not torch.cuda.is_available(),
-                                                      step_scheduler_with_optimizer=False)
+        self.accelerator = accelerator or Accelerator(
+            cpu=device == "cpu" or not torch.cuda.is_available(), step_scheduler_with_optimizer=False
+        )
         set_seed(r.trainer.seed)
         self.device = self.accelerator.device
         self.needs = needs_of(r)
@@ -112,33 +116,55 @@ class Session:
         self.teacher = self._frozen(r.distillation.teacher) if self.needs.teacher else None
         self.critic = self.critic_optimizer = None
         if self.needs.critic:
-            critic = ValueModel.from_pretrained(r.critic.model_path or r.model.path, r.model.dtype,
-                                                r.model.trust_remote_code).to(self.device)
+            critic = ValueModel.from_pretrained(
+                r.critic.model_path or r.model.path, r.model.dtype, r.model.trust_remote_code
+            ).to(self.device)
             self.critic, self.critic_optimizer = self.accelerator.prepare(
-                critic, build_optimizer(critic.parameters(), r.critic.optimizer))
+                critic, build_optimizer(critic.parameters(), r.critic.optimizer)
+            )
 
         self.advantage_fn = ADVANTAGES.get(r.algorithm.advantage)
         self.policy_loss_fn = POLICY_LOSSES.get(r.actor.policy_loss)
         self.distillation_fn = DISTILLATION_LOSSES.get(r.distillation.loss) if self.needs.teacher else None
         kl = r.algorithm.kl_in_reward
-        self.kl_ctrl: KLController = (AdaptiveKLController(kl.coef, kl.target_kl, kl.horizon)
-                                      if kl.controller == "adaptive" else FixedKLController(kl.coef))
+        self.kl_ctrl: KLController = (
+            AdaptiveKLController(kl.coef, kl.target_kl, kl.horizon)
+            if kl.controller == "adaptive"
+            else FixedKLController(kl.coef)
+        )
 
         self.engine = ROLLOUT_ENGINES.get(r.rollout.engine)(
-            self.unwrapped_policy, self.tokenizer, max_batch_samples=r.rollout.max_batch_samples,
-            **({"vllm": r.rollout.vllm.model_dump()} if r.rollout.engine == "vllm" else {}))
+            self.unwrapped_policy,
+            self.tokenizer,
+            max_batch_samples=r.rollout.max_batch_samples,
+            **({"vllm": r.rollout.vllm.model_dump()} if r.rollout.engine == "vllm" else {}),
+        )
         self.reward_fn = RewardFunction([f.model_dump() for f in r.reward.functions])
-        self.sampling = SamplingParams(n=r.rollout.n, max_tokens=r.rollout.max_response_tokens,
-                                       temperature=r.rollout.temperature, top_p=r.rollout.top_p, top_k=r.rollout.top_k)
+        self.sampling = SamplingParams(
+            n=r.rollout.n,
+            max_tokens=r.rollout.max_response_tokens,
+            temperature=r.rollout.temperature,
+            top_p=r.rollout.top_p,
+            top_k=r.rollout.top_k,
+        )
         self.collector = ExperienceCollector(
-            engine=self.engine, tokenizer=self.tokenizer, dataset=self.train_data, sampler=self.sampler,
-            reward_fn=self.reward_fn, sampling=self.sampling, overlong=r.reward.overlong_shaping,
-            group_filter=r.algorithm.group_filter, device=self.device,
-            rank=self.accelerator.process_index, world=self.accelerator.num_processes)
+            engine=self.engine,
+            tokenizer=self.tokenizer,
+            dataset=self.train_data,
+            sampler=self.sampler,
+            reward_fn=self.reward_fn,
+            sampling=self.sampling,
+            overlong=r.reward.overlong_shaping,
+            group_filter=r.algorithm.group_filter,
+            device=self.device,
+            rank=self.accelerator.process_index,
+            world=self.accelerator.num_processes,
+        )
 
     def _frozen(self, path: str) -> torch.nn.Module:
-        return load_causal_lm(path, self.recipe.model.dtype, self.recipe.model.trust_remote_code,
-                              trainable=False).to(self.device)
+        return load_causal_lm(
+            path, self.recipe.model.dtype, self.recipe.model.trust_remote_code, trainable=False
+        ).to(self.device)
 
     @property
     def unwrapped_policy(self) -> torch.nn.Module:
@@ -149,9 +175,20 @@ class Session:
         if self.val_data is None:
             return {}
         e, ro = self.recipe.trainer.eval, self.recipe.rollout
-        result = evaluate(self.engine, self.tokenizer, self.val_data, k=e.k, greedy=e.greedy,
-                          max_tokens=ro.max_response_tokens, temperature=ro.temperature, top_p=ro.top_p,
-                          top_k=ro.top_k, seed=self.recipe.trainer.seed, limit=e.prompts, reward=self.reward_fn)
+        result = evaluate(
+            self.engine,
+            self.tokenizer,
+            self.val_data,
+            k=e.k,
+            greedy=e.greedy,
+            max_tokens=ro.max_response_tokens,
+            temperature=ro.temperature,
+            top_p=ro.top_p,
+            top_k=ro.top_k,
+            seed=self.recipe.trainer.seed,
+            limit=e.prompts,
+            reward=self.reward_fn,
+        )
         return result.metrics()
 
     # --- checkpointed state ---------------------------------------------------------------
@@ -177,9 +214,15 @@ class Session:
         path = None
         if self.accelerator.is_main_process:
             critic = self.accelerator.unwrap_model(self.critic) if self.critic is not None else None
-            path = ckpt.save_checkpoint(root, self.step, model=self.unwrapped_policy, tokenizer=self.tokenizer,
-                                        state=self.state_dict(wandb_run_id), critic=critic,
-                                        keep_last=self.recipe.trainer.checkpoint.keep_last)
+            path = ckpt.save_checkpoint(
+                root,
+                self.step,
+                model=self.unwrapped_policy,
+                tokenizer=self.tokenizer,
+                state=self.state_dict(wandb_run_id),
+                critic=critic,
+                keep_last=self.recipe.trainer.checkpoint.keep_last,
+            )
         self.accelerator.wait_for_everyone()
         return path
 
@@ -187,10 +230,19 @@ class Session:
         """Restore weights and state from `path`; returns the trainer state (for the W&B id)."""
         state = ckpt.load_trainer_state(path)
         if state["tokenizer_fingerprint"] != tokenizer_fingerprint(self.tokenizer):
-            raise RecipeError([ConfigIssue("the tokenizer differs from the one the run was trained with",
-                                           key="model.tokenizer", code="resume-changed",
-                                           fix="resume with the run's own recipe, or start a new run")])
-        weights = type(self.unwrapped_policy).from_pretrained(path, dtype=self.unwrapped_policy.dtype).state_dict()
+            raise RecipeError(
+                [
+                    ConfigIssue(
+                        "the tokenizer differs from the one the run was trained with",
+                        key="model.tokenizer",
+                        code="resume-changed",
+                        fix="resume with the run's own recipe, or start a new run",
+                    )
+                ]
+            )
+        weights = (
+            type(self.unwrapped_policy).from_pretrained(path, dtype=self.unwrapped_policy.dtype).state_dict()
+        )
         self.unwrapped_policy.load_state_dict(weights)
         if self.critic is not None:
             ckpt.load_critic_weights(path, self.accelerator.unwrap_model(self.critic))
@@ -200,7 +252,11 @@ class Session:
         self.sampler.load_state_dict(state["data"])
         self.kl_ctrl.load_state_dict(state["kl_controller"])
         ckpt.restore_rng_state(state["rng"])
-        self.step, self.skipped_updates, self.samples_seen = state["step"], state["skipped_updates"], state["samples_seen"]
+        self.step, self.skipped_updates, self.samples_seen = (
+            state["step"],
+            state["skipped_updates"],
+            state["samples_seen"],
+        )
         self.engine.sync_weights(self.unwrapped_policy)
         return state
 
@@ -213,8 +269,14 @@ def locked_changes(saved: dict[str, Any], new: dict[str, Any]) -> list[ConfigIss
         for key in sorted(set(saved.get(section, {})) | set(new.get(section, {}))):
             old, now = saved.get(section, {}).get(key), new.get(section, {}).get(key)
             if old != now:
-                issues.append(ConfigIssue(
-                    f"resuming would change the {section} the run was trained with", key=f"{section}.{key}",
-                    code="resume-changed", expected=json.dumps(old), found=json.dumps(now),
-                    fix="resume with the run's own recipe (`rlrun resume RUN_DIR`), or start a new run"))
+                issues.append(
+                    ConfigIssue(
+                        f"resuming would change the {section} the run was trained with",
+                        key=f"{section}.{key}",
+                        code="resume-changed",
+                        expected=json.dumps(old),
+                        found=json.dumps(now),
+                        fix="resume with the run's own recipe (`rlrun resume RUN_DIR`), or start a new run",
+                    )
+                )
     return issues

@@ -10,7 +10,16 @@ from transformers import Qwen2Config, Qwen2ForCausalLM
 @pytest.fixture
 def random_lm() -> Qwen2ForCausalLM:
     torch.manual_seed(0)
-    config = Qwen2Config(vocab_size=24, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
-                         tie_word_embeddings=True, eos_token_id=1, pad_token_id=0)
+    config = Qwen2Config(
+        vocab_size=24,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=64,
+        tie_word_embeddings=True,
+        eos_token_id=1,
+        pad_token_id=0,
+    )
     return Qwen2ForCausalLM(config)

@@ -9,7 +9,10 @@ from rlrun.training.sequences import Sequences, response_log_probs
 
 def _batch(rows=12, prompt=5, response=7, vocab=24, seed=0):
     g = torch.Generator().manual_seed(seed)
-    prompts = [torch.randint(2, vocab, (int(n),), generator=g) for n in torch.randint(2, prompt + 1, (rows,), generator=g)]
+    prompts = [
+        torch.randint(2, vocab, (int(n),), generator=g)
+        for n in torch.randint(2, prompt + 1, (rows,), generator=g)
+    ]
     lengths = torch.randint(1, response + 1, (rows,), generator=g)
     mask = (torch.arange(response) < lengths[:, None]).long()
     ids = torch.randint(2, vocab, (rows, response), generator=g) * mask
@@ -25,8 +28,14 @@ def test_micro_batches_accumulate_to_the_whole_mini_batch(random_lm, mode):
         q = seq.rows(rows)
         width = q.response_mask.shape[1]
         log_probs = response_log_probs(random_lm, q, 1.0)[0]
-        return vanilla(old[rows, :width], log_probs, advantages[rows, :width], q.response_mask, mode,
-                       agg_kwargs=agg_kwargs)[0]
+        return vanilla(
+            old[rows, :width],
+            log_probs,
+            advantages[rows, :width],
+            q.response_mask,
+            mode,
+            agg_kwargs=agg_kwargs,
+        )[0]
 
     everything = torch.arange(12)
     whole = loss_of(everything, global_agg_kwargs(seq.response_mask, loss_scale_factor=7))
@@ -34,8 +43,13 @@ def test_micro_batches_accumulate_to_the_whole_mini_batch(random_lm, mode):
     expected = [p.grad.clone() for p in random_lm.parameters()]
     random_lm.zero_grad()
 
-    (mb,) = plan_minibatches(seq.response_mask, mini_batch=12, micro_batch=5, generator=torch.Generator().manual_seed(1),
-                             loss_scale_factor=7)
+    (mb,) = plan_minibatches(
+        seq.response_mask,
+        mini_batch=12,
+        micro_batch=5,
+        generator=torch.Generator().manual_seed(1),
+        loss_scale_factor=7,
+    )
     assert [len(m) for m in mb.micro] == [5, 5, 2]
     total = 0.0
     for rows in mb.micro:  # shorter micro-batches are cut to their own response width

@@ -1,3 +1,4 @@
+import math
 from types import SimpleNamespace
 
 import pytest
@@ -9,8 +10,12 @@ from rlrun.training.loop import TooManySkippedUpdates, optimizer_step
 
 def _session(limit):
     warnings = []
-    session = SimpleNamespace(accelerator=Accelerator(cpu=True), skipped_updates=0, warn=warnings.append,
-                              recipe=SimpleNamespace(trainer=SimpleNamespace(max_skipped_updates=limit)))
+    session = SimpleNamespace(
+        accelerator=Accelerator(cpu=True),
+        skipped_updates=0,
+        warn=warnings.append,
+        recipe=SimpleNamespace(trainer=SimpleNamespace(max_skipped_updates=limit)),
+    )
     return session, warnings
 
 
@@ -22,7 +27,7 @@ def test_non_finite_gradients_skip_the_update_then_abort_past_the_limit():
 
     model(torch.tensor([[float("nan"), 1.0, 1.0]])).sum().backward()
     norm = optimizer_step(session, model, optimizer, grad_clip=1.0)
-    assert norm != norm and session.skipped_updates == 1 and "skipped" in warnings[0]
+    assert math.isnan(norm) and session.skipped_updates == 1 and "skipped" in warnings[0]
     assert torch.equal(model.weight, before) and model.weight.grad is None
 
     model(torch.ones(1, 3)).sum().backward()

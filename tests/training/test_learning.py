@@ -18,6 +18,9 @@ def test_grpo_learns_the_embedded_task(tmp_path):
     overrides = ["logging.console.enabled=false"]
     run = train(load_recipe("grpo", overrides), RunOptions(run_dir=tmp_path / "grpo"), overrides=overrides)
     assert run.status == "finished"
-    accuracy = [r["val/accuracy"] for r in map(json.loads, (tmp_path / "grpo" / "metrics.jsonl").open())
-                if "val/accuracy" in r]
+    accuracy = [
+        r["val/accuracy"]
+        for r in map(json.loads, (tmp_path / "grpo" / "metrics.jsonl").open())
+        if "val/accuracy" in r
+    ]
     assert accuracy[-1] - accuracy[0] >= 0.20, accuracy

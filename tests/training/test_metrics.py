@@ -19,7 +19,10 @@ def test_jsonl_appends_one_object_per_step_and_truncates_on_resume(tmp_path):
     sink.log(3, {"actor/pg_loss": 9.0})
     sink.close("finished")
     assert [json.loads(line) for line in path.read_text().splitlines()] == [
-        {"step": 1, "actor/pg_loss": 0.5}, {"step": 2, "actor/pg_loss": 1.0}, {"step": 3, "actor/pg_loss": 9.0}]
+        {"step": 1, "actor/pg_loss": 0.5},
+        {"step": 2, "actor/pg_loss": 1.0},
+        {"step": 3, "actor/pg_loss": 9.0},
+    ]
 
 
 def test_samples_sink(tmp_path):
@@ -27,7 +30,11 @@ def test_samples_sink(tmp_path):
     sink.log_samples(10, [{"prompt": "1+1=", "completion": "2", "reward": 1.0}])
     sink.close("finished")
     assert json.loads((tmp_path / "samples.jsonl").read_text()) == {
-        "step": 10, "prompt": "1+1=", "completion": "2", "reward": 1.0}
+        "step": 10,
+        "prompt": "1+1=",
+        "completion": "2",
+        "reward": 1.0,
+    }
 
 
 def test_console_shows_progress_and_a_table_every_n_steps():
@@ -69,8 +76,16 @@ def _sink(tmp_path, monkeypatch, init, mode="online"):
 
     monkeypatch.setattr(wandb, "init", init)
     said = []
-    sink = m.WandbSink(project="p", entity=None, mode=mode, config={}, run_dir=tmp_path, name="r", run_id=None,
-                       say=said.append)
+    sink = m.WandbSink(
+        project="p",
+        entity=None,
+        mode=mode,
+        config={},
+        run_dir=tmp_path,
+        name="r",
+        run_id=None,
+        say=said.append,
+    )
     return sink, said
 
 

@@ -34,8 +34,15 @@ def test_concat_repads_both_sides():
 def test_log_probs_are_invariant_to_padding_and_batching(random_lm):
     seq = _seq()
     whole = response_log_probs(random_lm, seq, 0.7)[0] * seq.response_mask
-    alone = torch.cat([pad_response(response_log_probs(random_lm, seq.rows(torch.tensor([i])), 0.7)[0], 4)
-                       for i in range(3)]) * seq.response_mask
+    alone = (
+        torch.cat(
+            [
+                pad_response(response_log_probs(random_lm, seq.rows(torch.tensor([i])), 0.7)[0], 4)
+                for i in range(3)
+            ]
+        )
+        * seq.response_mask
+    )
     torch.testing.assert_close(whole, alone, rtol=1e-4, atol=1e-5)
     chunked = forward_batched(lambda q: response_log_probs(random_lm, q, 0.7)[0], seq=seq, chunk=2)
     torch.testing.assert_close(chunked * seq.response_mask, whole, rtol=1e-4, atol=1e-5)
