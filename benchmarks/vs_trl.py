@@ -124,7 +124,13 @@ def greedy_accuracy(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, 
 
 
 def peak_rss_mib() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux reports KiB
+    """This process's peak resident set. Linux: VmHWM, which starts afresh at exec, whereas
+    ru_maxrss keeps the high-water mark of the parent the worker was forked from."""
+    status = Path("/proc/self/status")
+    if status.exists():
+        line = next(x for x in status.read_text().splitlines() if x.startswith("VmHWM:"))
+        return int(line.split()[1]) / 1024
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # macOS reports bytes
 
 
 # --- TRL -----------------------------------------------------------------------------------
@@ -353,8 +359,11 @@ def environment() -> str:
 
     import rlrun
 
-    sha = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False,
-                         cwd=Path(__file__).parent).stdout.strip()
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], capture_output=True, text=True, check=False,
+                              cwd=Path(__file__).parent).stdout.strip()
+
+    sha = git("rev-parse", "--short", "HEAD") + (" + uncommitted changes" if git("status", "--porcelain", "--", ":/rlrun") else "")
     return (f"rlrun {rlrun.__version__} ({sha}), trl {trl.__version__}, transformers {transformers.__version__}, "
             f"torch {torch.__version__}, python {platform.python_version()}, {torch.get_num_threads()} threads, "
             f"{platform.processor() or platform.machine()}")
