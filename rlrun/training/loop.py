@@ -35,7 +35,7 @@ from rlrun.algorithms.importance_sampling import truncated_is_weights
 from rlrun.algorithms.kl import apply_kl_penalty, kl_penalty
 from rlrun.algorithms.value_loss import compute_value_loss
 from rlrun.recipes import LoadedRecipe
-from rlrun.training.batching import UpdateMetrics, plan_minibatches
+from rlrun.training.batching import MiniBatch, UpdateMetrics, plan_minibatches
 from rlrun.training.metrics import Say, Timer, batch_metrics
 from rlrun.training.run import Run, RunOptions, start_run
 from rlrun.training.sequences import Sequences, forward_batched, response_log_probs, response_values
@@ -223,15 +223,7 @@ def update_actor(
     grad_entropy = a.entropy_coef != 0
     out = UpdateMetrics()
     for _ in range(a.ppo_epochs):
-        for mb in plan_minibatches(
-            seq.response_mask,
-            mini_batch=a.mini_batch_samples // dp,
-            micro_batch=a.micro_batch_samples // dp,
-            generator=generator,
-            dp_size=dp,
-            loss_scale_factor=r.rollout.max_response_tokens,
-            reduce_sum=_reduce_sum(s),
-        ):
+        for mb in minibatch_plan(s, seq, generator):
             for i, rows in enumerate(mb.micro):
                 q = seq.rows(rows)
                 m = q.response_mask
@@ -307,14 +299,7 @@ def update_critic(
     generator = torch.Generator().manual_seed(step_seed(r.trainer.seed, step, SHUFFLE_STREAM + 1))
     out = UpdateMetrics()
     for _ in range(a.ppo_epochs):
-        for mb in plan_minibatches(
-            seq.response_mask,
-            mini_batch=a.mini_batch_samples // dp,
-            micro_batch=a.micro_batch_samples // dp,
-            generator=generator,
-            dp_size=dp,
-            reduce_sum=_reduce_sum(s),
-        ):
+        for mb in minibatch_plan(s, seq, generator):
             for i, rows in enumerate(mb.micro):
                 q = seq.rows(rows)
                 m = q.response_mask
@@ -356,6 +341,21 @@ def optimizer_step(
             )
     optimizer.zero_grad(set_to_none=True)
     return norm
+
+
+def minibatch_plan(s: Session, seq: Sequences, generator: torch.Generator) -> list[MiniBatch]:
+    """One epoch of this process's rows in shuffled mini-batches (the recipe's sample counts are
+    global: each of the dp processes takes its share), normalised over the global mini-batch."""
+    r, dp = s.recipe, s.accelerator.num_processes
+    return plan_minibatches(
+        seq.response_mask,
+        mini_batch=r.actor.mini_batch_samples // dp,
+        micro_batch=r.actor.micro_batch_samples // dp,
+        generator=generator,
+        dp_size=dp,
+        loss_scale_factor=r.rollout.max_response_tokens,  # not a micro-batch's own (trimmed) width
+        reduce_sum=_reduce_sum(s),
+    )
 
 
 def _micro(x: torch.Tensor, *, rows: torch.Tensor, width: int) -> torch.Tensor:

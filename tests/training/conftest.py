@@ -23,3 +23,13 @@ def random_lm() -> Qwen2ForCausalLM:
         pad_token_id=0,
     )
     return Qwen2ForCausalLM(config)
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    """One intra-op thread: the tiny models gain nothing from more, and on a shared 2-core
+    machine a second spinning thread makes every step many times slower."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
