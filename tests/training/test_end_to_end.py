@@ -186,3 +186,28 @@ def test_dry_run_writes_nothing(tmp_path):
     assert result.returncode == 0, result.stderr
     assert "update_actor" in result.stdout and "peak rss" in result.stdout
     assert list(tmp_path.iterdir()) == []
+
+
+def test_wandb_offline_run_is_resumed_under_the_same_id(tmp_path, monkeypatch):
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    overrides = small("grpo", steps=2, **{"logging.wandb.enabled": True})
+    said: list[str] = []
+    train(
+        load_recipe("grpo", overrides),
+        RunOptions(run_dir=tmp_path / "r"),
+        say=said.append,
+        overrides=overrides,
+    )
+    run_id = json.loads((tmp_path / "r" / "meta.json").read_text())["wandb_run_id"]
+    assert run_id and any("wandb sync" in line for line in said)
+    assert any((tmp_path / "r" / "wandb").glob(f"offline-run-*-{run_id}"))
+
+    more = [*overrides, "trainer.total_steps=3"]
+    train(
+        load_recipe("grpo", more),
+        RunOptions(run_dir=tmp_path / "r", resume=True),
+        say=said.append,
+        overrides=more,
+    )
+    assert json.loads((tmp_path / "r" / "meta.json").read_text())["wandb_run_id"] == run_id
