@@ -132,10 +132,11 @@ class ExperienceCollector:
         self.timing["gen"] += t1 - t0
         self.timing["reward"] += time.perf_counter() - t1
         seq = Sequences.build(
-            [torch.as_tensor(p) for p in repeat(data.prompt_ids)],
+            data.prompt_ids,
             rollout.response_ids.to(self.device),
             rollout.response_mask.to(self.device),
             pad_id=self.tokenizer.pad_token_id,
+            n=n,
         )
         truncated = torch.tensor([f == FINISH_LENGTH for f in rollout.finish_reasons], device=self.device)
         return Experience(

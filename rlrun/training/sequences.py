@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from typing import Literal
 
 import torch
-from torch.nn.utils.rnn import pad_sequence
 
 from rlrun.algorithms.masked import entropy_from_logits
+from rlrun.data.padding import left_pad
 
 
 @dataclass
@@ -39,20 +39,21 @@ class Sequences:
     @classmethod
     def build(
         cls,
-        prompt_ids: list[torch.Tensor],
+        prompt_ids: list[list[int]],
         response_ids: torch.Tensor,
         response_mask: torch.Tensor,
         pad_id: int,
+        n: int = 1,
     ) -> Sequences:
-        """`prompt_ids[i]` is row i's prompt (1-D), `response_ids`/`response_mask` (N, T)."""
-        prompts = pad_sequence(prompt_ids, batch_first=True, padding_value=pad_id, padding_side="left")
-        prompt_mask = pad_sequence(
-            [torch.ones_like(p) for p in prompt_ids], batch_first=True, padding_value=0, padding_side="left"
-        )
+        """G prompts (token ids), each answered by the `n` consecutive rows of the (G·n, T)
+        `response_ids`/`response_mask`. Prompts are padded once, then repeated."""
+        prompts, prompt_mask = left_pad(prompt_ids, pad_id)
         device = response_ids.device
         return cls(
-            input_ids=torch.cat([prompts.to(device), response_ids], 1),
-            attention_mask=torch.cat([prompt_mask.to(device), response_mask.long()], 1),
+            input_ids=torch.cat([prompts.repeat_interleave(n, 0).to(device), response_ids], 1),
+            attention_mask=torch.cat(
+                [prompt_mask.repeat_interleave(n, 0).to(device), response_mask.long()], 1
+            ),
             response_mask=response_mask.float(),
             pad_id=pad_id,
         )

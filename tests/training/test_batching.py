@@ -10,7 +10,7 @@ from rlrun.training.sequences import Sequences, response_log_probs
 def _batch(rows=12, prompt=5, response=7, vocab=24, seed=0):
     g = torch.Generator().manual_seed(seed)
     prompts = [
-        torch.randint(2, vocab, (int(n),), generator=g)
+        torch.randint(2, vocab, (int(n),), generator=g).tolist()
         for n in torch.randint(2, prompt + 1, (rows,), generator=g)
     ]
     lengths = torch.randint(1, response + 1, (rows,), generator=g)

@@ -4,7 +4,7 @@ from rlrun.training.sequences import Sequences, forward_batched, pad_response, r
 
 
 def _seq():
-    prompts = [torch.tensor([5, 6, 7]), torch.tensor([8]), torch.tensor([9, 10])]
+    prompts = [[5, 6, 7], [8], [9, 10]]
     ids = torch.tensor([[11, 12, 1, 0], [13, 0, 0, 0], [14, 15, 16, 17]])
     mask = (ids != 0).long()
     return Sequences.build(prompts, ids, mask, pad_id=0)
@@ -17,6 +17,11 @@ def test_build_left_pads_prompts_and_keeps_responses_at_column_p():
     assert seq.position_ids[1].tolist() == [0, 0, 0, 1, 1, 1, 1]  # padding positions are never read
 
 
+def test_build_repeats_each_prompt_for_its_n_responses():
+    seq = Sequences.build([[5, 6], [7]], torch.arange(8, 12).view(4, 1), torch.ones(4, 1), pad_id=0, n=2)
+    assert seq.input_ids.tolist() == [[5, 6, 8], [5, 6, 9], [0, 7, 10], [0, 7, 11]]
+
+
 def test_rows_cut_shared_response_padding():
     sub = _seq().rows(torch.tensor([1, 0]))
     assert sub.response_mask.shape == (2, 3) and sub.input_ids.shape == (2, 6)
@@ -25,7 +30,7 @@ def test_rows_cut_shared_response_padding():
 
 def test_concat_repads_both_sides():
     a = _seq().rows(torch.tensor([1]))  # prompt width 3, response width 1
-    b = Sequences.build([torch.tensor([4, 4, 4, 4])], torch.tensor([[7, 7]]), torch.ones(1, 2), pad_id=0)
+    b = Sequences.build([[4, 4, 4, 4]], torch.tensor([[7, 7]]), torch.ones(1, 2), pad_id=0)
     both = Sequences.concat([a, b])
     assert both.input_ids.tolist() == [[0, 0, 0, 8, 13, 0], [4, 4, 4, 4, 7, 7]]
     assert both.response_mask.tolist() == [[1, 0], [1, 1]]
