@@ -21,7 +21,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from itertools import pairwise
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -36,9 +36,7 @@ from transformers import (
 )
 
 if TYPE_CHECKING:
-    from transformers import GenerationConfig
-
-    from rlrun.rollout import SamplingParams
+    from rlrun.rollout import RolloutBatch, SamplingParams
 
 PROMPTS_PER_STEP = 16
 SAMPLES_PER_PROMPT = 8
@@ -268,18 +266,16 @@ def run_rlrun(spec: Spec) -> Result:
 def hold_responses_at_max_length() -> None:
     """Suppress EOS until max_tokens in rlrun's hf engine, as `min_new_tokens` does for TRL.
 
-    rlrun has no recipe key for a minimum response length, so the benchmark sets it on the
-    engine's generation config directly (the rlrun counterpart of TRL's `generation_kwargs`)."""
+    The engine honours `SamplingParams.min_tokens`, but no recipe key sets it yet, so the
+    benchmark raises it on every call (the rlrun counterpart of TRL's `generation_kwargs`)."""
     from rlrun.rollout.hf import HFRolloutEngine
 
-    make_config = HFRolloutEngine._generation_config
+    generate = HFRolloutEngine.generate
 
-    def fixed_length(self: HFRolloutEngine, sampling: SamplingParams) -> GenerationConfig:
-        config = make_config(self, sampling)
-        config.min_new_tokens = sampling.max_tokens
-        return config
+    def fixed_length(self: HFRolloutEngine, prompt_ids: list[list[int]], sampling: SamplingParams) -> RolloutBatch:
+        return generate(self, prompt_ids, replace(sampling, min_tokens=sampling.max_tokens))
 
-    HFRolloutEngine._generation_config = fixed_length
+    HFRolloutEngine.generate = fixed_length
 
 
 # --- orchestration --------------------------------------------------------------------------
