@@ -225,7 +225,7 @@ class ConsoleSink:
         )
         self.progress.update(self.task, completed=step, figures=figures)
         if self.table_every > 0 and step % self.table_every == 0:
-            self.progress.console.print(metrics_table(step, self._last))
+            self.progress.console.print(metrics_table(step, self._last, self.console.width))
 
     def log_samples(self, step: int, rows: list[dict[str, Any]]) -> None:
         pass
@@ -234,11 +234,13 @@ class ConsoleSink:
         self.progress.stop()
 
 
-def metrics_table(step: int, metrics: dict[str, float]) -> Table:
+def metrics_table(step: int, metrics: dict[str, float], width: int = 160) -> Table:
+    """The key metrics as name/value pairs, as many pairs per row as `width` columns hold."""
     table = Table(title=f"step {step}", show_header=False, box=None, padding=(0, 2), title_justify="left")
     shown = [k for k in TABLE_METRICS if k in metrics]
-    for i in range(0, len(shown), 3):  # three name/value pairs per row keeps it compact
-        row = shown[i : i + 3]
+    per_row = max(1, width // 40)  # a pair takes up to ~40 columns
+    for i in range(0, len(shown), per_row):
+        row = shown[i : i + per_row]
         table.add_row(*[c for k in row for c in (f"[dim]{k}", _fmt(metrics[k]))])
     return table
 
