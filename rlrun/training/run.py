@@ -98,7 +98,10 @@ class Run:
                 status="running", end_time=None, wandb_run_id=self._wandb_id() or meta.get("wandb_run_id")
             )
             if options.resume:
-                meta.setdefault("resumes", []).append({"time": now_iso(), "from_step": session.step})
+                meta["total_steps"] = loaded.recipe.trainer.total_steps  # a resume may extend the run
+                meta.setdefault("resumes", []).append(
+                    {"time": now_iso(), "from_step": session.step, "overrides": overrides}
+                )
             self.dir.write_meta(meta)
         self.logger = MetricsLogger(self.sinks, start_wall=self.start_wall)
 
