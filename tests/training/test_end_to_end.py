@@ -4,6 +4,7 @@ resume after kill -9, Ctrl-C, refusal to reuse a run directory, and the dry run.
 from __future__ import annotations
 
 import json
+import math
 import os
 import signal
 import subprocess
@@ -211,3 +212,24 @@ def test_wandb_offline_run_is_resumed_under_the_same_id(tmp_path, monkeypatch):
         overrides=more,
     )
     assert json.loads((tmp_path / "r" / "meta.json").read_text())["wandb_run_id"] == run_id
+
+
+@pytest.mark.parametrize(
+    ("recipe", "variant"),
+    [
+        ("opd", ["distillation.loss=forward_kl_topk", "distillation.use_policy_gradient=false"]),
+        ("opd", ["distillation.use_task_rewards=true", "distillation.coef=0.5"]),
+        (
+            "grpo",
+            ["actor.ppo_epochs=2", "rollout.importance_sampling.level=token", "actor.entropy_coef=0.01"],
+        ),
+        ("rloo", ["algorithm.kl_in_reward.controller=adaptive", "actor.policy_loss=cispo"]),
+        ("dapo", ["algorithm.group_filter.metric=score", "actor.loss_agg_mode=seq-mean-token-mean"]),
+    ],
+)
+def test_component_variants_train(recipe, variant, tmp_path):
+    overrides = [*small(recipe, steps=2), *variant]
+    run = train(load_recipe(recipe, overrides), RunOptions(run_dir=tmp_path / "r"), overrides=overrides)
+    assert run.status == "finished"
+    last = records(tmp_path / "r")[-1]
+    assert not any(math.isnan(v) for v in last.values()), last
