@@ -21,7 +21,7 @@ pytestmark = pytest.mark.slow
 SHORT = ["trainer.total_steps=2", "trainer.prompts_per_step=4", "rollout.n=4", "actor.mini_batch_samples=16",
          "actor.micro_batch_samples=16", "trainer.eval.prompts=16", "trainer.device=cpu",
          "logging.wandb.enabled=false"]
-RUNS = {"grpo": ["grpo"], "dapo": ["dapo"], "grpo-lr3e-4": ["grpo", "actor.optimizer.lr=3e-4"]}
+RUNS = {"grpo": ["grpo"], "dapo": ["dapo"], "grpo-lr1e-4": ["grpo", "actor.optimizer.lr=1e-4"]}
 
 
 @pytest.fixture(scope="module")
@@ -50,13 +50,13 @@ def test_header_and_config_diff(runs_dir):
     assert all(run["status"] == "finished" and run["steps_done"] == run["total_steps"] == 2 for run in data["runs"])
     changed = {row["key"]: row["changes"] for row in data["config_diff"]}
     # the learning-rate run differs in exactly that key
-    assert [key for key, changes in changed.items() if changes["grpo-lr3e-4"] != "same"] == ["actor.optimizer.lr"]
+    assert [key for key, changes in changed.items() if changes["grpo-lr1e-4"] != "same"] == ["actor.optimizer.lr"]
     # DAPO is GRPO plus clip-higher, dynamic sampling and overlong shaping: some of it shows
     assert any(changes["dapo"] != "same" for changes in changed.values())
     # every warning names keys the diff shows
     for warning in data["not_comparable"]:
         assert set(warning["differences"]) <= set(changed)
-        assert "grpo-lr3e-4" not in warning["runs"]
+        assert "grpo-lr1e-4" not in warning["runs"]
 
 
 def test_table_values_match_metrics_jsonl(runs_dir):
