@@ -33,7 +33,7 @@ from rlrun.training.metrics import (
     sample_rows,
 )
 from rlrun.training.rundir import RunDir, git_state, now_iso, package_versions
-from rlrun.training.session import Session, locked_changes
+from rlrun.training.session import Session, locked_changes, on_cpu
 
 SAMPLES_PER_LOG = 16  # completions written to samples.jsonl / the W&B table each time
 
@@ -248,7 +248,7 @@ def start_run(
     path = default_run_dir(loaded, options)
     if options.resume:
         check_resume(path, loaded)
-    state = PartialState()
+    state = PartialState(cpu=on_cpu(loaded.recipe))
     if state.is_main_process:
         RunDir.open(path, resume=options.resume, overwrite=options.overwrite)
     state.wait_for_everyone()

@@ -76,6 +76,13 @@ def needs_of(recipe: Recipe) -> Needs:
     )
 
 
+def on_cpu(recipe: Recipe) -> bool:
+    """Whether the run trains on CPU. Every Accelerate state of the process must be built with
+    the same answer: a `PartialState()` followed by `Accelerator(cpu=True)` silently drops the
+    distributed setup, and every launched process would then train alone."""
+    return recipe.trainer.device == "cpu" or not torch.cuda.is_available()
+
+
 def tokenizer_fingerprint(tokenizer: Any) -> str:
     vocab = json.dumps(sorted(tokenizer.get_vocab().items()))
     return hashlib.sha256(vocab.encode()).hexdigest()[:16]
@@ -87,10 +94,7 @@ class Session:
     def __init__(self, recipe: Recipe, *, accelerator: Accelerator | None = None):
         self.recipe = r = recipe
         hf_logging.disable_progress_bar()  # loading bars would drown the run's own progress bar
-        device = r.trainer.device
-        self.accelerator = accelerator or Accelerator(
-            cpu=device == "cpu" or not torch.cuda.is_available(), step_scheduler_with_optimizer=False
-        )
+        self.accelerator = accelerator or Accelerator(cpu=on_cpu(r), step_scheduler_with_optimizer=False)
         set_seed(r.trainer.seed)
         self.device = self.accelerator.device
         self.needs = needs_of(r)
