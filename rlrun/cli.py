@@ -298,6 +298,18 @@ def train(
     overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace an existing run directory.")] = False,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Validate, load the models, run one rollout and "
                                           "one update on a tiny batch; report time and memory; write nothing.")] = False,
+    num_processes: Annotated[int, typer.Option("--num-processes", help="Training processes in total (all machines): "
+                                               "> 1 re-launches through `accelerate launch` with `trainer.strategy`.",
+                                               rich_help_panel="Scale-out")] = 1,
+    num_machines: Annotated[int, typer.Option("--num-machines", rich_help_panel="Scale-out")] = 1,
+    machine_rank: Annotated[int, typer.Option("--machine-rank", help="This machine's rank (0 = the main one).",
+                                              rich_help_panel="Scale-out")] = 0,
+    main_process_ip: Annotated[str | None, typer.Option("--main-process-ip", help="Address of machine 0.",
+                                                        rich_help_panel="Scale-out")] = None,
+    main_process_port: Annotated[int | None, typer.Option("--main-process-port", rich_help_panel="Scale-out")] = None,
+    accelerate_config: Annotated[Path | None, typer.Option("--accelerate-config", help="An `accelerate config` "
+                                                           "file that owns the distributed setup.",
+                                                           rich_help_panel="Scale-out")] = None,
 ) -> None:
     """Train a recipe: rollouts, rewards, advantages and policy updates, with metrics, checkpoints
     and a run directory (`runs/<name>/`). Ctrl-C saves a checkpoint; `rlrun resume` continues."""
@@ -308,6 +320,20 @@ def train(
     _print_issues(loaded.notices, "notice", "yellow")
     if dry_run:
         return _dry_run(loaded)
+    from rlrun.launch import check_data_parallel, is_relaunched, relaunch_with_accelerate
+
+    if num_processes > 1 and not is_relaunched():
+        with user_errors():
+            check_data_parallel(loaded.recipe, num_processes)
+        try:
+            code = relaunch_with_accelerate(
+                sys.argv[1:], num_processes, num_machines, machine_rank, main_process_ip, main_process_port,
+                accelerate_config, loaded.recipe.trainer.strategy,
+            )
+        except ValueError as exc:
+            err_console.print(f"[red]error:[/] {exc}")
+            raise typer.Exit(USER_ERROR) from None
+        raise typer.Exit(code)
     from rlrun.training.run import RunOptions
 
     _train(loaded, RunOptions(run_dir=run_dir, name=name, resume=resume, overwrite=overwrite), overrides or [])

@@ -38,6 +38,9 @@ from typing import Any
 
 import torch
 
+from rlrun.errors import ConfigIssue, RecipeError
+from rlrun.schema import Recipe
+
 RELAUNCH_ENV = "RLRUN_LAUNCHED"
 STRATEGIES = ("ddp", "fsdp2", "deepspeed_zero2", "deepspeed_zero3")
 MIXED_PRECISIONS = ("no", "bf16", "fp16")
@@ -176,6 +179,34 @@ def _strategy_flags(strategy: str, config_dir: Path) -> list[str]:
     path.write_text(json.dumps(deepspeed_config(stage), indent=2) + "\n")
     flags = ["--use_deepspeed", "--deepspeed_config_file", str(path)]
     return flags + (["--zero3_init_flag", "true"] if stage == 3 else [])
+
+
+def check_data_parallel(recipe: Recipe, num_processes: int) -> None:
+    """Refuse a recipe whose global sample counts do not split evenly over the processes: each
+    process takes an equal share of the prompts, mini-batches and micro-batches.
+
+    Raises:
+        RecipeError: listing every count that does not divide.
+    """
+    counts = {
+        "trainer.prompts_per_step": recipe.trainer.prompts_per_step,
+        "actor.mini_batch_samples": recipe.actor.mini_batch_samples,
+        "actor.micro_batch_samples": recipe.actor.micro_batch_samples,
+    }
+    issues = [
+        ConfigIssue(
+            f"{key} must be a multiple of the number of processes to split evenly over them",
+            key=key,
+            code="data-parallel-split",
+            expected=f"a multiple of {num_processes}",
+            found=str(value),
+            fix=f"set {key}={max(num_processes, value // num_processes * num_processes)} or change --num-processes",
+        )
+        for key, value in counts.items()
+        if value % num_processes
+    ]
+    if issues:
+        raise RecipeError(issues)
 
 
 def _check_topology(num_processes: int, num_machines: int, machine_rank: int, main_process_ip: str | None) -> None:
