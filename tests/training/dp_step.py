@@ -1,0 +1,49 @@
+"""One GRPO step on a fixed rollout, in however many processes launched it (torchrun or plain
+python): every process samples the whole batch with the same seed, keeps its share of the
+prompts and trains on it. The main process saves the updated policy's parameters.
+
+Usage: python dp_step.py OUT_DIR LOSS_AGG_MODE... -- OVERRIDE...
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import torch
+
+from rlrun.recipes import load_recipe
+from rlrun.training.experience import Experience, select_groups
+from rlrun.training.loop import training_step
+from rlrun.training.session import Session
+
+
+def train_one_step(overrides: list[str], out: Path) -> None:
+    s = Session(load_recipe("grpo", overrides).recipe)
+    rank, world = s.accelerator.process_index, s.accelerator.num_processes
+    whole_batch = s.collector.collect
+    s.collector.rank, s.collector.world = 0, 1  # every process samples the whole batch alike
+
+    def my_share(num_prompts: int, seed: int) -> tuple[Experience, int]:
+        exp, batches = whole_batch(num_prompts * world, seed)
+        return select_groups(exp, torch.arange(rank * num_prompts, (rank + 1) * num_prompts)), batches
+
+    s.collector.collect = my_share
+    training_step(s, 1)
+    if s.accelerator.is_main_process:
+        params = {k: v.detach().clone() for k, v in s.unwrapped_policy.named_parameters()}
+        torch.save({"processes": world, "params": params}, out)
+    s.accelerator.wait_for_everyone()
+
+
+def main() -> None:
+    torch.set_num_threads(1)
+    args = sys.argv[1:]
+    cut = args.index("--")
+    out, modes, overrides = Path(args[0]), args[1:cut], args[cut + 1 :]
+    for mode in modes:
+        train_one_step([*overrides, f"actor.loss_agg_mode={mode}"], out / f"{mode}.pt")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,111 @@
+"""Data parallelism on CPU (gloo): 2 processes with half the batch each take the same step as 1
+process with the whole batch, only the main process writes the run, and checkpoints move
+between process counts."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from transformers import AutoModelForCausalLM
+
+from rlrun.embedded import resolve_model_path
+from rlrun.errors import RecipeError
+from rlrun.launch import check_data_parallel
+from rlrun.recipes import load_recipe
+
+REPO = str(Path(__file__).resolve().parents[2])
+ENV = {
+    **os.environ,
+    "OMP_NUM_THREADS": "1",
+    "PYTHONPATH": os.pathsep.join(filter(None, [REPO, os.environ.get("PYTHONPATH")])),
+}
+ENV.pop("RLRUN_LAUNCHED", None)
+# Adam with eps far above the gradients is plain SGD (update ∝ gradient), and no clipping: a
+# wrongly scaled loss would show in the parameters instead of being normalised away.
+SGD_LIKE = [
+    "actor.optimizer.lr=1.0",
+    "actor.optimizer.eps=1.0",
+    "actor.lr_scheduler.warmup_steps=0",
+    "actor.grad_clip=null",
+]
+TINY = [
+    "trainer.prompts_per_step=4",
+    "rollout.n=4",
+    "actor.mini_batch_samples=16",  # one optimizer step ...
+    "actor.micro_batch_samples=4",  # ... over several micro-batches on each process
+]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_sample_counts_must_split_over_the_processes():
+    recipe = load_recipe(
+        "grpo",
+        ["trainer.prompts_per_step=6", "rollout.n=4", "actor.mini_batch_samples=24", "actor.micro_batch_samples=6"],
+    ).recipe
+    check_data_parallel(recipe, 3)
+    with pytest.raises(RecipeError) as err:
+        check_data_parallel(recipe, 4)
+    assert {i.key for i in err.value.issues} == {"trainer.prompts_per_step", "actor.micro_batch_samples"}
+
+
+@pytest.mark.slow
+def test_two_processes_with_half_the_batch_take_the_same_step_as_one(tmp_path):
+    modes = ["token-mean", "seq-mean-token-mean", "seq-mean-token-sum"]
+    script = [str(Path(__file__).with_name("dp_step.py"))]
+    args = [*modes, "--", *TINY, *SGD_LIKE, "trainer.total_steps=1"]
+    one, two = tmp_path / "one", tmp_path / "two"
+    one.mkdir(), two.mkdir()
+    torchrun = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
+                "--master_port", str(_free_port())]
+    runs = [
+        subprocess.Popen([sys.executable, *script, str(one), *args], env=ENV),
+        subprocess.Popen([*torchrun, *script, str(two), *args], env={**ENV, "ACCELERATE_USE_CPU": "true"}),
+    ]
+    assert [p.wait(timeout=300) for p in runs] == [0, 0]
+    start = AutoModelForCausalLM.from_pretrained(resolve_model_path("rlrun:tiny-base")).state_dict()
+    for mode in modes:
+        whole, halves = torch.load(one / f"{mode}.pt"), torch.load(two / f"{mode}.pt")
+        assert (whole["processes"], halves["processes"]) == (1, 2)  # really data-parallel
+        whole, halves = whole["params"], halves["params"]
+        moved = max((whole[k] - start[k]).abs().max().item() for k in whole)
+        apart = max((whole[k] - halves[k]).abs().max().item() for k in whole)
+        assert moved > 1e-2, mode
+        assert apart < 1e-5 * moved, (mode, apart, moved)
+
+
+def _train(run_dir: Path, processes: int, steps: int, resume: bool = False) -> None:
+    command = [sys.executable, "-m", "rlrun.launch", "train", "grpo", *TINY,
+               f"trainer.total_steps={steps}", "trainer.eval.prompts=8", "trainer.checkpoint.every_steps=1",
+               "logging.console.enabled=false", "logging.samples_every_steps=1",
+               "--run-dir", str(run_dir), "--num-processes", str(processes)]
+    if processes > 1:
+        command += ["--main-process-port", str(_free_port())]
+    result = subprocess.run(command + (["--resume"] if resume else []), env=ENV, capture_output=True,
+                            text=True, timeout=300, check=False)
+    assert result.returncode == 0, result.stderr[-3000:]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("first, then", [(2, 1), (1, 2)])
+def test_a_checkpoint_resumes_in_another_number_of_processes(tmp_path, first, then):
+    run_dir = tmp_path / "run"
+    _train(run_dir, first, steps=1)
+    _train(run_dir, then, steps=2, resume=True)
+    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows] == [0, 1, 2]  # one writer: no line twice
+    assert {json.loads(line)["step"] for line in (run_dir / "samples.jsonl").read_text().splitlines()} == {1, 2}
+    meta = json.loads((run_dir / "meta.json").read_text())
+    assert meta["status"] == "finished" and meta["resumes"][0]["from_step"] == 1
+    assert sorted(p.name for p in (run_dir / "checkpoints").iterdir()) == ["step_000001", "step_000002"]
