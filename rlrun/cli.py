@@ -22,6 +22,7 @@ import typer
 from rich.console import Console
 from rich.panel import Panel
 from rich.table import Table
+from rich.text import Text
 
 from rlrun.errors import ConfigIssue, RecipeError
 from rlrun.recipes import LoadedRecipe, algorithm_summary, batch_plan, load_recipe
@@ -91,7 +92,8 @@ def _print_issues(issues: list[ConfigIssue], label: str, colour: str) -> None:
     if issues:
         count = f"{len(issues)} {label}" + ("s" if len(issues) > 1 else "")
         body = "\n\n".join(issue.format() for issue in issues)
-        err_console.print(Panel(body, title=count, title_align="left", border_style=colour, expand=False))
+        # Text, not markup: messages quote user values and pip extras such as rlrun[vllm]
+        err_console.print(Panel(Text(body), title=count, title_align="left", border_style=colour, expand=False))
 
 
 def _dicts(issues: list[ConfigIssue]) -> list[dict[str, Any]]:
@@ -109,6 +111,14 @@ def validate(
         bool, typer.Option("--strict", help="Treat notices (likely mistakes) as errors.")
     ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON on stdout.")] = False,
+    portable: Annotated[
+        bool,
+        typer.Option(
+            "--portable",
+            help="Check the recipe alone, not whether this machine can run it (vLLM, GPU): "
+            "for a recipe meant for another machine.",
+        ),
+    ] = False,
 ) -> None:
     """Check a recipe without loading any model: every error at once, located by file, line and key.
 
@@ -117,7 +127,7 @@ def validate(
     recipe is valid, 2 when it is not.
     """
     with user_errors(as_json):
-        loaded = load_recipe(recipe, overrides or [], strict=strict)
+        loaded = load_recipe(recipe, overrides or [], strict=strict, environment=not portable)
     if as_json:
         print(json.dumps(_validation_json(loaded), indent=2))
         return
@@ -351,6 +361,22 @@ def resume_run(
     with user_errors():
         loaded = load_recipe(run_dir / "resolved.yaml", overrides or [])
     _train(loaded, RunOptions(run_dir=run_dir, resume=True), overrides or [])
+
+
+@app.command("export")
+def export(
+    checkpoint: Annotated[Path, typer.Argument(help="A checkpoint, e.g. `runs/x/checkpoints/step_000300`.",
+                                               show_default=False)],
+    out: Annotated[Path, typer.Argument(help="Directory for the exported model.", show_default=False)],
+) -> None:
+    """Write a checkpoint's policy as a plain Hugging Face model with its tokenizer; a LoRA
+    checkpoint's adapters are merged into the base weights."""
+    from rlrun.training.checkpoint import export_merged
+
+    if not checkpoint.is_dir():
+        err_console.print(f"[red]error:[/] no checkpoint at {checkpoint}")
+        raise typer.Exit(USER_ERROR)
+    console.print(f"[green]✓[/] exported: {export_merged(checkpoint, out)}")
 
 
 def _train(loaded: LoadedRecipe, options: Any, overrides: list[str]) -> None:

@@ -1,7 +1,8 @@
 """Checkpoints: atomic, self-contained, loadable by plain transformers, keep-last-k.
 
 `checkpoints/step_000100/` holds the policy in Hugging Face format (safetensors) with its
-tokenizer, the critic (`critic.safetensors`) when there is one, and `trainer_state.pt`:
+tokenizer — with LoRA only the adapter (`adapter_model.safetensors` + `adapter_config.json`,
+which names the base model; `export_merged` writes a plain merged model) — the critic (`critic.safetensors`) when there is one, and `trainer_state.pt`:
 optimizer, scheduler, RNG states, data position, KL controller, W&B run id — only tensors and
 plain Python values, so it loads with `torch.load(..., weights_only=True)`.
 Everything is written into a hidden temporary directory first and renamed into place: a
@@ -22,6 +23,7 @@ from safetensors.torch import load_model, save_model
 
 TRAINER_STATE = "trainer_state.pt"
 CRITIC_WEIGHTS = "critic.safetensors"
+ADAPTER_CONFIG = "adapter_config.json"  # peft's: marks a LoRA checkpoint
 _STEP_DIR = re.compile(r"^step_(\d+)$")
 
 
@@ -86,6 +88,36 @@ def remove_partial_checkpoints(root: Path) -> None:
 
 def load_trainer_state(checkpoint: Path) -> dict[str, Any]:
     return torch.load(checkpoint / TRAINER_STATE, map_location="cpu", weights_only=True)
+
+
+def is_lora_checkpoint(checkpoint: Path) -> bool:
+    return (checkpoint / ADAPTER_CONFIG).is_file()
+
+
+def load_policy_weights(checkpoint: Path, model: torch.nn.Module) -> None:
+    """Load a checkpoint's policy weights (the whole model, or only a peft model's adapter)."""
+    if is_lora_checkpoint(checkpoint):
+        from peft import load_peft_weights, set_peft_model_state_dict
+
+        set_peft_model_state_dict(model, load_peft_weights(str(checkpoint), device="cpu"))
+    else:
+        model.load_state_dict(type(model).from_pretrained(checkpoint, dtype=model.dtype).state_dict())
+
+
+def export_merged(checkpoint: Path, out: Path) -> Path:
+    """Write a checkpoint's policy as a plain Hugging Face model (LoRA adapters merged into
+    the base weights) with its tokenizer into `out`; returns `out`."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    if is_lora_checkpoint(checkpoint):
+        from peft import AutoPeftModelForCausalLM
+
+        model = AutoPeftModelForCausalLM.from_pretrained(checkpoint).merge_and_unload()
+    else:
+        model = AutoModelForCausalLM.from_pretrained(checkpoint)
+    model.save_pretrained(out, safe_serialization=True)
+    AutoTokenizer.from_pretrained(checkpoint).save_pretrained(out)
+    return out
 
 
 def load_critic_weights(checkpoint: Path, critic: torch.nn.Module) -> None:

@@ -89,8 +89,8 @@ def training_step(s: Session, step: int) -> dict[str, float]:
         temperature = r.rollout.temperature
         ref_log_probs, old_log_probs, values, teacher = None, exp.rollout_log_probs, None, {}
         if needs.reference:
-            with timer("ref"):
-                ref_log_probs = forward(lambda q: response_log_probs(s.reference, q, temperature)[0])
+            with timer("ref"), s.reference_model() as reference:
+                ref_log_probs = forward(lambda q: response_log_probs(reference, q, temperature)[0])
         if needs.recompute_old_log_probs:
             with timer("old_log_prob"):
                 old_log_probs = forward(lambda q: response_log_probs(s.policy, q, temperature)[0])

@@ -2,7 +2,9 @@
 
 All load through the plain Hugging Face path (`AutoModelForCausalLM.from_pretrained`), so the
 embedded tiny models and a user's model take the same road. The critic is the policy's
-backbone (`AutoModel`, no LM head) with a scalar value head.
+backbone (`AutoModel`, no LM head) with a scalar value head. With `model.lora` the policy is
+wrapped by peft: only the adapters train, and the reference is the same model with its
+adapters disabled.
 """
 
 from __future__ import annotations
@@ -38,6 +40,20 @@ def load_causal_lm(
         resolve_model_path(path), dtype=DTYPES[dtype], trust_remote_code=trust_remote_code
     )
     return model.train() if trainable else freeze(model)
+
+
+def with_lora(model: PreTrainedModel, lora: Any) -> torch.nn.Module:
+    """`model` wrapped by peft with the recipe's `model.lora` adapter (only the adapter trains)."""
+    from peft import LoraConfig, get_peft_model
+
+    config = LoraConfig(
+        r=lora.r,
+        lora_alpha=lora.alpha,
+        lora_dropout=lora.dropout,
+        target_modules=lora.target_modules,
+        task_type="CAUSAL_LM",
+    )
+    return get_peft_model(model, config)
 
 
 def freeze(model: torch.nn.Module) -> torch.nn.Module:

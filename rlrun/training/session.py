@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,7 +31,7 @@ from rlrun.rollout import ROLLOUT_ENGINES, SamplingParams
 from rlrun.schema import Recipe
 from rlrun.training import checkpoint as ckpt
 from rlrun.training.experience import Experience, ExperienceCollector
-from rlrun.training.models import ValueModel, load_causal_lm, load_tokenizer
+from rlrun.training.models import ValueModel, load_causal_lm, load_tokenizer, with_lora
 from rlrun.training.optim import build_optimizer, build_scheduler
 
 # Resuming with a different value under any of these keys would continue a different run.
@@ -109,14 +110,22 @@ class Session:
         self.val_data: PromptDataset | None = val_data
         self.sampler = PromptSampler(len(self.train_data), shuffle=r.data.shuffle, seed=r.data.seed)
 
-        policy = load_causal_lm(r.model.path, r.model.dtype, r.model.trust_remote_code).to(self.device)
+        policy = load_causal_lm(r.model.path, r.model.dtype, r.model.trust_remote_code)
+        policy = (with_lora(policy, r.model.lora) if r.model.lora else policy).to(self.device)
         if r.model.gradient_checkpointing:
             policy.gradient_checkpointing_enable()
+            if r.model.lora:  # frozen embeddings: checkpointed blocks need inputs that carry grad
+                policy.enable_input_require_grads()
         optimizer = build_optimizer(policy.parameters(), r.actor.optimizer)
         self.policy, self.optimizer = self.accelerator.prepare(policy, optimizer)
         self.scheduler = build_scheduler(self.optimizer, r.actor.lr_scheduler, r.trainer.total_steps)
 
-        self.reference = self._frozen(r.reference.path or r.model.path) if self.needs.reference else None
+        # With LoRA the reference is the policy with its adapters disabled: no second copy.
+        self.reference = (
+            self._frozen(r.reference.path or r.model.path)
+            if self.needs.reference and not r.model.lora
+            else None
+        )
         self.teacher = self._frozen(r.distillation.teacher) if self.needs.teacher else None
         self.critic = self.critic_optimizer = None
         if self.needs.critic:
@@ -173,6 +182,16 @@ class Session:
     @property
     def unwrapped_policy(self) -> torch.nn.Module:
         return self.accelerator.unwrap_model(self.policy)
+
+    @contextmanager
+    def reference_model(self) -> Iterator[torch.nn.Module]:
+        """The reference policy for the KL terms: the frozen copy, or the policy with its LoRA
+        adapters disabled for the duration of the block."""
+        if self.reference is not None:
+            yield self.reference
+            return
+        with self.unwrapped_policy.disable_adapter():
+            yield self.unwrapped_policy
 
     def evaluate(self) -> dict[str, float]:
         """Held-out accuracy (`val/accuracy` = mean@k) on the validation split."""
@@ -244,10 +263,7 @@ class Session:
                     )
                 ]
             )
-        weights = (
-            type(self.unwrapped_policy).from_pretrained(path, dtype=self.unwrapped_policy.dtype).state_dict()
-        )
-        self.unwrapped_policy.load_state_dict(weights)
+        ckpt.load_policy_weights(path, self.unwrapped_policy)
         if self.critic is not None:
             ckpt.load_critic_weights(path, self.accelerator.unwrap_model(self.critic))
             self.critic_optimizer.load_state_dict(state["critic_optimizer"])

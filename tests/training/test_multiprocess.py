@@ -52,7 +52,12 @@ def _free_port() -> int:
 def test_sample_counts_must_split_over_the_processes():
     recipe = load_recipe(
         "grpo",
-        ["trainer.prompts_per_step=6", "rollout.n=4", "actor.mini_batch_samples=24", "actor.micro_batch_samples=6"],
+        [
+            "trainer.prompts_per_step=6",
+            "rollout.n=4",
+            "actor.mini_batch_samples=24",
+            "actor.micro_batch_samples=6",
+        ],
     ).recipe
     check_data_parallel(recipe, 3)
     with pytest.raises(RecipeError) as err:
@@ -67,8 +72,15 @@ def test_two_processes_with_half_the_batch_take_the_same_step_as_one(tmp_path):
     args = [*modes, "--", *TINY, *SGD_LIKE, "trainer.total_steps=1"]
     one, two = tmp_path / "one", tmp_path / "two"
     one.mkdir(), two.mkdir()
-    torchrun = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
-                "--master_port", str(_free_port())]
+    torchrun = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nproc_per_node",
+        "2",
+        "--master_port",
+        str(_free_port()),
+    ]
     runs = [
         subprocess.Popen([sys.executable, *script, str(one), *args], env=ENV),
         subprocess.Popen([*torchrun, *script, str(two), *args], env={**ENV, "ACCELERATE_USE_CPU": "true"}),
@@ -86,14 +98,33 @@ def test_two_processes_with_half_the_batch_take_the_same_step_as_one(tmp_path):
 
 
 def _train(run_dir: Path, processes: int, steps: int, resume: bool = False) -> None:
-    command = [sys.executable, "-m", "rlrun.launch", "train", "grpo", *TINY,
-               f"trainer.total_steps={steps}", "trainer.eval.prompts=8", "trainer.checkpoint.every_steps=1",
-               "logging.console.enabled=false", "logging.samples_every_steps=1",
-               "--run-dir", str(run_dir), "--num-processes", str(processes)]
+    command = [
+        sys.executable,
+        "-m",
+        "rlrun.launch",
+        "train",
+        "grpo",
+        *TINY,
+        f"trainer.total_steps={steps}",
+        "trainer.eval.prompts=8",
+        "trainer.checkpoint.every_steps=1",
+        "logging.console.enabled=false",
+        "logging.samples_every_steps=1",
+        "--run-dir",
+        str(run_dir),
+        "--num-processes",
+        str(processes),
+    ]
     if processes > 1:
         command += ["--main-process-port", str(_free_port())]
-    result = subprocess.run(command + (["--resume"] if resume else []), env=ENV, capture_output=True,
-                            text=True, timeout=300, check=False)
+    result = subprocess.run(
+        command + (["--resume"] if resume else []),
+        env=ENV,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
 
 
@@ -105,7 +136,10 @@ def test_a_checkpoint_resumes_in_another_number_of_processes(tmp_path, first, th
     _train(run_dir, then, steps=2, resume=True)
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows] == [0, 1, 2]  # one writer: no line twice
-    assert {json.loads(line)["step"] for line in (run_dir / "samples.jsonl").read_text().splitlines()} == {1, 2}
+    assert {json.loads(line)["step"] for line in (run_dir / "samples.jsonl").read_text().splitlines()} == {
+        1,
+        2,
+    }
     meta = json.loads((run_dir / "meta.json").read_text())
     assert meta["status"] == "finished" and meta["resumes"][0]["from_step"] == 1
     assert sorted(p.name for p in (run_dir / "checkpoints").iterdir()) == ["step_000001", "step_000002"]
