@@ -148,3 +148,12 @@ def test_components_lists_registered_names():
     assert result.exit_code == 0
     for name in ("advantage", "grpo", "policy_loss", "gspo", "rlrun:exact_match", "rollout_engine", "vllm"):
         assert name in result.stdout
+
+
+def test_validate_portable_checks_a_gpu_recipe_here_without_the_gpu():
+    repo = Path(__file__).resolve().parents[1]  # the recipe's sample data is relative to the repo root
+    recipe = "recipes/gsm8k/grpo_qwen2.5-0.5b.yaml"
+    here = rlrun("validate", recipe, cwd=repo)  # no GPU (nor vLLM) on the machines tests run on
+    assert here.returncode == 2 and "this machine cannot run the recipe" in " ".join(here.stderr.split())
+    assert "Traceback" not in here.stderr
+    assert rlrun("validate", "--portable", recipe, cwd=repo).returncode == 0

@@ -49,9 +49,12 @@ def resolve_recipe_path(ref: str | Path) -> Path:
     return path
 
 
-def load_recipe(path: str | Path, overrides: Sequence[str] = (), strict: bool = False) -> LoadedRecipe:
+def load_recipe(
+    path: str | Path, overrides: Sequence[str] = (), strict: bool = False, environment: bool = True
+) -> LoadedRecipe:
     """Read, inherit, override and validate a recipe. Raises RecipeError with every problem;
-    with `strict`, notices count as problems too."""
+    with `strict`, notices count as problems too; `environment=False` skips the checks of this
+    machine (vLLM, GPU) for a recipe meant to run elsewhere."""
     path = resolve_recipe_path(path)
     issues: list[ConfigIssue] = []
     data, provenance = merge(read_chain(path, issues), display_path(path))
@@ -64,7 +67,7 @@ def load_recipe(path: str | Path, overrides: Sequence[str] = (), strict: bool = 
         recipe = _valid_part(without_invalid(data, exc))
     notices: list[ConfigIssue] = []
     if recipe is not None:  # the rules can still look at what the schema accepted
-        rule_errors, notices = check_rules(recipe, provenance)
+        rule_errors, notices = check_rules(recipe, provenance, environment=environment)
         issues += [*check_names(recipe, provenance), *rule_errors]
     if strict:
         issues, notices = issues + notices, []

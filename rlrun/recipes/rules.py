@@ -1,5 +1,6 @@
-"""Cross-field rules: errors (the run cannot work as written) and notices (it can, but is
-probably not what was meant). Each rule is one function that yields located issues."""
+"""Cross-field rules: errors (the run cannot work as written), notices (it can, but is
+probably not what was meant) and environment checks (this machine cannot run it: vLLM or a GPU
+missing). Each rule is one function that yields located issues."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from rlrun.schema import Recipe
 Rule = Callable[[Recipe, Provenance], Iterator[ConfigIssue]]
 ERROR_RULES: list[Rule] = []
 NOTICE_RULES: list[Rule] = []
+ENVIRONMENT_RULES: list[Rule] = []
 
 # Estimators whose baseline comes from the other responses to the same prompt.
 GROUP_ESTIMATORS = frozenset(
@@ -32,9 +34,18 @@ def notice_rule(rule: Rule) -> Rule:
     return rule
 
 
-def check_rules(recipe: Recipe, provenance: Provenance) -> tuple[list[ConfigIssue], list[ConfigIssue]]:
-    """(errors, notices) of every rule."""
-    errors = [issue for rule in ERROR_RULES for issue in rule(recipe, provenance)]
+def environment_rule(rule: Rule) -> Rule:
+    ENVIRONMENT_RULES.append(rule)
+    return rule
+
+
+def check_rules(
+    recipe: Recipe, provenance: Provenance, *, environment: bool = True
+) -> tuple[list[ConfigIssue], list[ConfigIssue]]:
+    """(errors, notices) of every rule; `environment=False` leaves out what only this machine
+    decides (a recipe for a GPU cluster still validates on a laptop or in CI)."""
+    rules = ERROR_RULES + (ENVIRONMENT_RULES if environment else [])
+    errors = [issue for rule in rules for issue in rule(recipe, provenance)]
     notices = [issue for rule in NOTICE_RULES for issue in rule(recipe, provenance)]
     return errors, notices
 
@@ -93,6 +104,21 @@ def distillation_needs_teacher(recipe: Recipe, provenance: Provenance) -> Iterat
             expected="a model (`rlrun:tiny-teacher`, a local folder or a hub id)",
             found="null",
             fix="set `distillation.teacher`, or `distillation.enabled: false`",
+        )
+
+
+@error_rule
+def lora_reference_is_the_base(recipe: Recipe, provenance: Provenance) -> Iterator[ConfigIssue]:
+    reference = recipe.reference.path
+    if recipe.model.lora and reference and reference != recipe.model.path:
+        yield provenance.issue(
+            ("reference", "path"),
+            "with `model.lora` the reference is the policy with its adapters disabled (the base model), "
+            "so another reference model would be ignored",
+            code="lora-reference",
+            expected=f"null or {recipe.model.path}",
+            found=reference,
+            fix="remove `reference.path`, or train without `model.lora`",
         )
 
 
@@ -320,3 +346,42 @@ def kl_switch_and_coef_disagree(recipe: Recipe, provenance: Provenance) -> Itera
                 found=f"{section}.coef: 0",
                 fix=f"set a positive `{section}.coef` (0.001 is usual), or `{section}.enabled: false`",
             )
+
+
+# --- environment --------------------------------------------------------------------------
+
+PORTABLE_HINT = "`rlrun validate --portable` checks the recipe alone, for another machine"
+
+
+@environment_rule
+def vllm_available(recipe: Recipe, provenance: Provenance) -> Iterator[ConfigIssue]:
+    if recipe.rollout.engine != "vllm":
+        return
+    from rlrun.rollout import vllm  # imports torch: only when the recipe chose vLLM
+
+    if (problem := vllm.availability_problem()) is not None:
+        yield provenance.issue(
+            ("rollout", "engine"),
+            f"this machine cannot run the recipe: {problem}",
+            code="engine-unavailable",
+            expected=f"vLLM {vllm.SUPPORTED_VLLM} and a CUDA GPU",
+            found="rollout.engine: vllm",
+            fix=f"run on a GPU machine with `pip install 'rlrun[vllm]'`, or set `rollout.engine: hf`; {PORTABLE_HINT}",
+        )
+
+
+@environment_rule
+def cuda_available(recipe: Recipe, provenance: Provenance) -> Iterator[ConfigIssue]:
+    if recipe.trainer.device != "cuda":
+        return
+    import torch
+
+    if not torch.cuda.is_available():
+        yield provenance.issue(
+            ("trainer", "device"),
+            "this machine cannot run the recipe: it asks for a CUDA GPU and torch sees none",
+            code="device-unavailable",
+            expected="a CUDA GPU visible to torch",
+            found="trainer.device: cuda",
+            fix=f"set `trainer.device: auto` (or cpu), or run on a GPU machine; {PORTABLE_HINT}",
+        )

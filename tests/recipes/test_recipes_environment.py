@@ -1,0 +1,40 @@
+"""Environment checks: a recipe this machine cannot run (vLLM, a GPU) is an error located at the
+key that asks for it, unless validation is told the recipe is for another machine."""
+
+from __future__ import annotations
+
+import pytest
+
+from rlrun.errors import RecipeError
+from rlrun.recipes import load_recipe
+
+
+def _codes(exc: RecipeError) -> dict[str, str]:
+    return {issue.code: issue.format() for issue in exc.issues}
+
+
+def test_vllm_without_vllm_is_an_error_at_the_engine_key(tmp_path, monkeypatch):
+    monkeypatch.setattr("rlrun.rollout.vllm.availability_problem", lambda: "vLLM is not installed")
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text("extends: grpo\nrollout:\n  engine: vllm\n")
+    with pytest.raises(RecipeError) as caught:
+        load_recipe(recipe)
+    message = _codes(caught.value)["engine-unavailable"]
+    assert "line 3, column 3" in message and "`rollout.engine`" in message
+    assert "vLLM is not installed" in message and "--portable" in message
+
+
+def test_vllm_where_it_can_run_is_fine(tmp_path, monkeypatch):
+    monkeypatch.setattr("rlrun.rollout.vllm.availability_problem", lambda: None)
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text("extends: grpo\nrollout:\n  engine: vllm\n")
+    assert load_recipe(recipe).recipe.rollout.engine == "vllm"
+
+
+def test_cuda_without_a_gpu_is_an_error_unless_portable(monkeypatch):
+    monkeypatch.setattr("torch.cuda.is_available", lambda: False)
+    with pytest.raises(RecipeError) as caught:
+        load_recipe("grpo", ["trainer.device=cuda"])
+    message = _codes(caught.value)["device-unavailable"]
+    assert "trainer.device=cuda" in message and "torch sees none" in message
+    assert load_recipe("grpo", ["trainer.device=cuda"], environment=False).recipe.trainer.device == "cuda"
