@@ -71,6 +71,13 @@ def test_distillation_needs_a_teacher(write, only_error):
     )
 
 
+def test_lora_reference_is_the_base_model(write, only_error):
+    write("r.yaml", "extends: grpo\nmodel:\n  lora: {r: 4}\nreference:\n  path: rlrun:tiny-teacher\n")
+    issue = only_error("r.yaml")
+    assert (issue.code, issue.line) == ("lora-reference", 5)
+    load_recipe("grpo", ["model.lora={r: 4}", "reference.path=rlrun:tiny-base"])  # the base itself is fine
+
+
 def test_direct_distillation_with_k1_is_an_error(write, only_error):
     write("r.yaml", "extends: opd\ndistillation:\n  use_policy_gradient: false\n  loss: k1\n")
     issue = only_error("r.yaml")
