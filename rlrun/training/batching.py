@@ -95,7 +95,6 @@ class UpdateMetrics:
         self._mini: dict[str, torch.Tensor] = {}
         self._total: dict[str, float] = {}
         self._count: dict[str, int] = {}
-        self._sum_keys: set[str] = set()
 
     def add(
         self,
@@ -104,7 +103,6 @@ class UpdateMetrics:
         weight: torch.Tensor | float = 1.0,
     ) -> None:
         for key, value in (sums or {}).items():
-            self._sum_keys.add(key)
             self._mini[key] = self._mini.get(key, 0.0) + value
         for key, value in (means or {}).items():
             self._mini[key] = self._mini.get(key, 0.0) + value * weight
@@ -115,9 +113,7 @@ class UpdateMetrics:
             self._count[key] = self._count.get(key, 0) + 1
         self._mini = {}
 
-    def result(self, scale: float = 1.0) -> dict[str, float]:
-        """Means over mini-batches; `scale` undoes agg_loss's dp_size factor on the loss sums."""
-        return {
-            key: total / self._count[key] * (scale if key in self._sum_keys else 1.0)
-            for key, total in self._total.items()
-        }
+    def result(self) -> dict[str, float]:
+        """Means over mini-batches. With data parallelism a process's loss sums carry
+        agg_loss's dp_size factor, so their mean over the processes is the global loss."""
+        return {key: total / self._count[key] for key, total in self._total.items()}

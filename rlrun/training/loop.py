@@ -36,7 +36,7 @@ from rlrun.algorithms.kl import apply_kl_penalty, kl_penalty
 from rlrun.algorithms.value_loss import compute_value_loss
 from rlrun.recipes import LoadedRecipe
 from rlrun.training.batching import MiniBatch, UpdateMetrics, plan_minibatches
-from rlrun.training.metrics import Say, Timer, batch_metrics
+from rlrun.training.metrics import Say, Timer, across_processes, batch_metrics
 from rlrun.training.run import Run, RunOptions, start_run
 from rlrun.training.sequences import Sequences, forward_batched, response_log_probs, response_values
 from rlrun.training.session import GEN_STREAM, SHUFFLE_STREAM, Session, step_seed
@@ -167,10 +167,14 @@ def training_step(s: Session, step: int) -> dict[str, float]:
     tokens = seq.attention_mask.sum().item()
     metrics["perf/throughput"] = tokens / timer.seconds["step"]
     metrics["perf/completion_tokens_per_s"] = mask.sum().item() / timer.seconds["step"]
-    s.samples_seen += exp.num_rows
+    dp = s.accelerator.num_processes
+    s.samples_seen += exp.num_rows * dp  # every process trains on an equal share
     metrics["samples"] = s.samples_seen
     s.last_experience = exp
-    return {k: float(v) for k, v in metrics.items()}
+    metrics = {k: float(v) for k, v in metrics.items()}
+    if dp == 1:
+        return metrics
+    return across_processes(metrics, lambda x, op: s.accelerator.reduce(x, reduction=op), dp)
 
 
 def scores_at_last_token(scores: torch.Tensor, response_mask: torch.Tensor) -> torch.Tensor:
@@ -211,7 +215,6 @@ def update_actor(
     """PPO epochs over shuffled mini-batches; one optimizer step per mini-batch."""
     r = s.recipe
     a, d = r.actor, r.distillation
-    dp = s.accelerator.num_processes
     ppo_kwargs = {
         "clip_ratio": a.clip_ratio,
         "clip_ratio_low": a.clip_ratio_low,
@@ -286,7 +289,7 @@ def update_actor(
                         out.add(sums={"actor/kl_loss": kl.detach()})
                     s.accelerator.backward(loss)
             out.end_minibatch({"actor/grad_norm": optimizer_step(s, s.policy, s.optimizer, a.grad_clip)})
-    return out.result(scale=1.0 / dp)
+    return out.result()
 
 
 def update_critic(
@@ -295,7 +298,6 @@ def update_critic(
     """Clipped value-loss regression onto the returns, over the same mini-batch plan."""
     r = s.recipe
     a, c = r.actor, r.critic
-    dp = s.accelerator.num_processes
     generator = torch.Generator().manual_seed(step_seed(r.trainer.seed, step, SHUFFLE_STREAM + 1))
     out = UpdateMetrics()
     for _ in range(a.ppo_epochs):
@@ -319,7 +321,7 @@ def update_critic(
             out.end_minibatch(
                 {"critic/grad_norm": optimizer_step(s, s.critic, s.critic_optimizer, c.grad_clip)}
             )
-    return out.result(scale=1.0 / dp)
+    return out.result()
 
 
 def optimizer_step(

@@ -80,6 +80,25 @@ class Timer:
 
 
 @torch.no_grad()
+def across_processes(
+    metrics: dict[str, float], reduce: Callable[[torch.Tensor, str], torch.Tensor], processes: int
+) -> dict[str, float]:
+    """A step's metrics over all data-parallel processes, each holding an equal share of the
+    rows: the mean of the processes' values, except maxima (max), minima (min) and throughputs
+    (`perf/*`, summed). `reduce(tensor, "sum" | "max")` is the collective."""
+    keys = sorted(metrics)  # the same keys, in the same order, on every process
+    signs = torch.tensor([-1.0 if k.endswith("/min") else 1.0 for k in keys], dtype=torch.float64)
+    values = torch.tensor([metrics[k] for k in keys], dtype=torch.float64)
+    sums, extremes = reduce(values, "sum"), reduce(values * signs, "max") * signs
+    out = {}
+    for i, key in enumerate(keys):
+        if key.endswith(("/max", "/min")):
+            out[key] = float(extremes[i])
+        else:
+            out[key] = float(sums[i]) / (1 if key.startswith("perf/") else processes)
+    return out
+
+
 def batch_metrics(
     exp: Experience,
     token_level_scores: torch.Tensor,

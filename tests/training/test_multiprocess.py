@@ -136,6 +136,7 @@ def test_a_checkpoint_resumes_in_another_number_of_processes(tmp_path, first, th
     _train(run_dir, then, steps=2, resume=True)
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows] == [0, 1, 2]  # one writer: no line twice
+    assert [r["samples"] for r in rows[1:]] == [16, 32]  # all processes' responses, whatever their number
     assert {json.loads(line)["step"] for line in (run_dir / "samples.jsonl").read_text().splitlines()} == {
         1,
         2,
