@@ -8,6 +8,7 @@ and groups are kept or dropped whole, so the group index is always `arange(G).re
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
@@ -67,11 +68,13 @@ class ExperienceCollector:
         device: torch.device,
         rank: int = 0,
         world: int = 1,
+        everywhere: Callable[[bool], bool] = bool,
     ):
         self.engine, self.tokenizer, self.reward_fn, self.sampling = engine, tokenizer, reward_fn, sampling
         self.dataset, self.sampler = dataset, sampler
         self.overlong, self.group_filter, self.device = overlong, group_filter, device
         self.rank, self.world = rank, world  # data parallelism: each process takes its share of the prompts
+        self.everywhere = everywhere  # True on every process when true on all of them (a collective)
         self.frac_zero_std = 0.0  # of the last collection, before any filtering
         self.timing = {"gen": 0.0, "reward": 0.0}  # seconds spent since the last reset
 
@@ -83,7 +86,8 @@ class ExperienceCollector:
         kept: list[Experience] = []
         have = 0
         gen_batches = 0
-        while have < num_prompts:
+        # Processes draw in lockstep until all have enough, so their samplers never diverge.
+        while not self.everywhere(have >= num_prompts):
             if limit and gen_batches == limit:
                 raise DynamicSamplingError(
                     f"dynamic sampling found {have} of {num_prompts} informative prompts in {limit} generation "
@@ -92,9 +96,11 @@ class ExperienceCollector:
                     "(0 = unlimited) or change the data"
                 )
             drawn = self.sampler.next_indices(num_prompts * self.world)  # the same on every process
-            mine = drawn[self.rank * num_prompts : (self.rank + 1) * num_prompts]
-            exp = self.generate(mine, self.sampling, seed=seed + gen_batches * self.world + self.rank)
             gen_batches += 1
+            if have >= num_prompts:
+                continue
+            mine = drawn[self.rank * num_prompts : (self.rank + 1) * num_prompts]
+            exp = self.generate(mine, self.sampling, seed=seed + (gen_batches - 1) * self.world + self.rank)
             informative = self._informative(exp)
             if gen_batches == 1:
                 self.frac_zero_std = 1.0 - informative.float().mean().item()

@@ -172,7 +172,14 @@ class Session:
             device=self.device,
             rank=self.accelerator.process_index,
             world=self.accelerator.num_processes,
+            everywhere=self._on_every_process,
         )
+
+    def _on_every_process(self, flag: bool) -> bool:
+        if self.accelerator.num_processes == 1:
+            return flag
+        count = self.accelerator.reduce(torch.tensor(int(flag), device=self.device), reduction="sum")
+        return int(count) == self.accelerator.num_processes
 
     def _frozen(self, path: str) -> torch.nn.Module:
         return load_causal_lm(
