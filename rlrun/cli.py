@@ -394,7 +394,8 @@ def _train(loaded: LoadedRecipe, options: Any, overrides: list[str]) -> None:
         raise typer.Exit(RUN_FAILED) from None
     if run.status == "interrupted":
         raise typer.Exit(INTERRUPTED)
-    console.print(f"[green]✓[/] finished: {run.dir.path}")
+    if run.main:  # one line however many processes trained
+        console.print(f"[green]✓[/] finished: {run.dir.path}")
 
 
 def _dry_run(loaded: LoadedRecipe) -> None:
