@@ -157,3 +157,29 @@ def test_validate_portable_checks_a_gpu_recipe_here_without_the_gpu():
     assert here.returncode == 2 and "this machine cannot run the recipe" in " ".join(here.stderr.split())
     assert "Traceback" not in here.stderr
     assert rlrun("validate", "--portable", recipe, cwd=repo).returncode == 0
+
+
+def test_train_checks_the_process_split_before_launching(monkeypatch):
+    import rlrun.launch
+
+    monkeypatch.delenv("RLRUN_LAUNCHED", raising=False)
+    monkeypatch.setattr(rlrun.launch, "relaunch_with_accelerate", lambda *a, **k: pytest.fail("launched"))
+    result = runner.invoke(app, ["train", "grpo", "--num-processes", "3"])
+    assert result.exit_code == 2
+    assert "trainer.prompts_per_step" in result.output and "multiple of 3" in result.output
+
+
+def test_train_relaunches_with_the_recipes_strategy(monkeypatch):
+    import rlrun.launch
+
+    seen = {}
+
+    def relaunch(argv, num_processes, *topology):
+        seen.update(processes=num_processes, strategy=topology[-1])
+        return 0
+
+    monkeypatch.delenv("RLRUN_LAUNCHED", raising=False)
+    monkeypatch.setattr(rlrun.launch, "relaunch_with_accelerate", relaunch)
+    result = runner.invoke(app, ["train", "grpo", "trainer.strategy=fsdp2", "--num-processes", "2"])
+    assert result.exit_code == 0, result.output
+    assert seen == {"processes": 2, "strategy": "fsdp2"}
