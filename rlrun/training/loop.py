@@ -21,7 +21,7 @@ sibling modules; this file is the algorithm.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from contextlib import nullcontext
 from dataclasses import replace
 from functools import partial
@@ -225,70 +225,65 @@ def update_actor(
     task_loss = not d.enabled or d.use_task_rewards
     grad_entropy = a.entropy_coef != 0
     out = UpdateMetrics()
-    for _ in range(a.ppo_epochs):
-        for mb in minibatch_plan(s, seq, generator):
-            for i, rows in enumerate(mb.micro):
-                q = seq.rows(rows)
-                m = q.response_mask
-                take = partial(_micro, rows=rows, width=m.shape[1])
-                agg = partial(agg_loss, loss_mask=m, loss_agg_mode=a.loss_agg_mode, **mb.agg_kwargs)
-                last = i == len(mb.micro) - 1
-                with nullcontext() if last else s.accelerator.no_sync(s.policy):
-                    log_probs, entropy, logits = response_log_probs(
-                        s.policy,
-                        q,
-                        r.rollout.temperature,
-                        entropy="grad" if grad_entropy else "detached",
-                        return_logits=d.loss == "forward_kl_topk",
-                    )
-                    loss = torch.zeros((), device=m.device)
-                    if task_loss:
-                        pg_loss, pg_metrics = s.policy_loss_fn(
-                            take(old_log_probs),
-                            log_probs,
-                            take(advantages),
-                            m,
-                            a.loss_agg_mode,
-                            rollout_is_weights=take(is_weights) if is_weights is not None else None,
-                            agg_kwargs=mb.agg_kwargs,
-                            **ppo_kwargs,
-                            **a.loss_kwargs,
-                        )
-                        loss = loss + pg_loss
-                        out.add(
-                            sums={"actor/pg_loss": pg_loss.detach()},
-                            means=pg_metrics,
-                            weight=m.sum() / mb.tokens,
-                        )
-                    if d.enabled:
-                        kd_loss, kd_metrics = distillation_loss(
-                            d.loss,
-                            log_probs,
-                            m,
-                            student_logits=logits,
-                            old_log_prob=take(old_log_probs),
-                            use_policy_gradient=d.use_policy_gradient,
-                            loss_agg_mode=a.loss_agg_mode,
-                            loss_max_clamp=d.loss_max_clamp,
-                            agg_kwargs=mb.agg_kwargs,
-                            **{k: take(v) for k, v in teacher.items()},
-                            **(ppo_kwargs if d.use_policy_gradient else {}),
-                        )
-                        loss = loss + (d.coef if task_loss else 1.0) * kd_loss
-                        out.add(
-                            sums={"distillation/loss": kd_loss.detach()},
-                            means=kd_metrics,
-                            weight=m.sum() / mb.tokens,
-                        )
-                    entropy_loss = agg(entropy)
-                    loss = loss - a.entropy_coef * entropy_loss if grad_entropy else loss
-                    out.add(sums={"actor/entropy": entropy_loss.detach()})
-                    if a.kl_loss.enabled:
-                        kl = agg(kl_penalty(log_probs, take(ref_log_probs), a.kl_loss.estimator))
-                        loss = loss + a.kl_loss.coef * kl
-                        out.add(sums={"actor/kl_loss": kl.detach()})
-                    s.accelerator.backward(loss)
-            out.end_minibatch({"actor/grad_norm": optimizer_step(s, s.policy, s.optimizer, a.grad_clip)})
+    for mb, q, take in accumulated_micro_batches(
+        s, seq, generator, s.policy, s.optimizer, a.grad_clip, out, "actor"
+    ):
+        m = q.response_mask
+        agg = partial(agg_loss, loss_mask=m, loss_agg_mode=a.loss_agg_mode, **mb.agg_kwargs)
+        log_probs, entropy, logits = response_log_probs(
+            s.policy,
+            q,
+            r.rollout.temperature,
+            entropy="grad" if grad_entropy else "detached",
+            return_logits=d.loss == "forward_kl_topk",
+        )
+        loss = torch.zeros((), device=m.device)
+        if task_loss:
+            pg_loss, pg_metrics = s.policy_loss_fn(
+                take(old_log_probs),
+                log_probs,
+                take(advantages),
+                m,
+                a.loss_agg_mode,
+                rollout_is_weights=take(is_weights) if is_weights is not None else None,
+                agg_kwargs=mb.agg_kwargs,
+                **ppo_kwargs,
+                **a.loss_kwargs,
+            )
+            loss = loss + pg_loss
+            out.add(
+                sums={"actor/pg_loss": pg_loss.detach()},
+                means=pg_metrics,
+                weight=m.sum() / mb.tokens,
+            )
+        if d.enabled:
+            kd_loss, kd_metrics = distillation_loss(
+                d.loss,
+                log_probs,
+                m,
+                student_logits=logits,
+                old_log_prob=take(old_log_probs),
+                use_policy_gradient=d.use_policy_gradient,
+                loss_agg_mode=a.loss_agg_mode,
+                loss_max_clamp=d.loss_max_clamp,
+                agg_kwargs=mb.agg_kwargs,
+                **{k: take(v) for k, v in teacher.items()},
+                **(ppo_kwargs if d.use_policy_gradient else {}),
+            )
+            loss = loss + (d.coef if task_loss else 1.0) * kd_loss
+            out.add(
+                sums={"distillation/loss": kd_loss.detach()},
+                means=kd_metrics,
+                weight=m.sum() / mb.tokens,
+            )
+        entropy_loss = agg(entropy)
+        loss = loss - a.entropy_coef * entropy_loss if grad_entropy else loss
+        out.add(sums={"actor/entropy": entropy_loss.detach()})
+        if a.kl_loss.enabled:
+            kl = agg(kl_penalty(log_probs, take(ref_log_probs), a.kl_loss.estimator))
+            loss = loss + a.kl_loss.coef * kl
+            out.add(sums={"actor/kl_loss": kl.detach()})
+        s.accelerator.backward(loss)
     return out.result()
 
 
@@ -297,31 +292,49 @@ def update_critic(
 ) -> dict[str, float]:
     """Clipped value-loss regression onto the returns, over the same mini-batch plan."""
     r = s.recipe
-    a, c = r.actor, r.critic
+    c = r.critic
     generator = torch.Generator().manual_seed(step_seed(r.trainer.seed, step, SHUFFLE_STREAM + 1))
     out = UpdateMetrics()
-    for _ in range(a.ppo_epochs):
+    for mb, q, take in accumulated_micro_batches(
+        s, seq, generator, s.critic, s.critic_optimizer, c.grad_clip, out, "critic"
+    ):
+        m = q.response_mask
+        loss, vf_metrics = compute_value_loss(
+            response_values(s.critic, q),
+            take(returns),
+            take(values),
+            m,
+            c.cliprange_value,
+            c.loss_agg_mode,
+            agg_kwargs=mb.agg_kwargs,
+        )
+        s.accelerator.backward(loss)
+        out.add(sums={"critic/vf_loss": loss.detach()}, means=vf_metrics, weight=m.sum() / mb.tokens)
+    return out.result()
+
+
+def accumulated_micro_batches(
+    s: Session,
+    seq: Sequences,
+    generator: torch.Generator,
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    grad_clip: float | None,
+    out: UpdateMetrics,
+    role: str,
+) -> Iterator[tuple[MiniBatch, Sequences, Callable[[torch.Tensor], torch.Tensor]]]:
+    """PPO epochs over shuffled mini-batches, each split into micro-batches for gradient
+    accumulation: yields (mini-batch, micro-batch rows, `take` that cuts an (N, T) tensor to
+    them). The caller's forward/backward runs inside DDP's `no_sync` until a mini-batch's last
+    micro-batch; after it, one optimizer step (its grad norm logged as `<role>/grad_norm`)."""
+    for _ in range(s.recipe.actor.ppo_epochs):
         for mb in minibatch_plan(s, seq, generator):
             for i, rows in enumerate(mb.micro):
                 q = seq.rows(rows)
-                m = q.response_mask
-                take = partial(_micro, rows=rows, width=m.shape[1])
-                with nullcontext() if i == len(mb.micro) - 1 else s.accelerator.no_sync(s.critic):
-                    loss, vf_metrics = compute_value_loss(
-                        response_values(s.critic, q),
-                        take(returns),
-                        take(values),
-                        m,
-                        c.cliprange_value,
-                        c.loss_agg_mode,
-                        agg_kwargs=mb.agg_kwargs,
-                    )
-                    s.accelerator.backward(loss)
-                out.add(sums={"critic/vf_loss": loss.detach()}, means=vf_metrics, weight=m.sum() / mb.tokens)
-            out.end_minibatch(
-                {"critic/grad_norm": optimizer_step(s, s.critic, s.critic_optimizer, c.grad_clip)}
-            )
-    return out.result()
+                take = partial(_micro, rows=rows, width=q.response_mask.shape[1])
+                with nullcontext() if i == len(mb.micro) - 1 else s.accelerator.no_sync(model):
+                    yield mb, q, take
+            out.end_minibatch({f"{role}/grad_norm": optimizer_step(s, model, optimizer, grad_clip)})
 
 
 def optimizer_step(
