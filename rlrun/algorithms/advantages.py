@@ -34,6 +34,7 @@ from rlrun.algorithms.masked import (
     masked_whiten,
     masked_whiten_rows,
     zero_outside,
+    zero_outside_,
 )
 from rlrun.algorithms.registries import register_advantage
 
@@ -90,7 +91,7 @@ def discounted_returns(
     """`G_t = r_t + γ·G_{t+1}` over valid tokens; masked tokens carry G through and get 0."""
     rewards = zero_outside(token_level_rewards, response_mask)
     if gamma == 1.0:  # undiscounted: a reverse cumulative sum, no scan needed
-        return zero_outside(_reverse_cumsum(rewards), response_mask)
+        return zero_outside_(_reverse_cumsum(rewards), response_mask)
     dtype = acc_dtype(rewards.dtype)
     rewards_t = rewards.to(dtype).T.contiguous()
     valid_t = as_bool(response_mask).T.contiguous()
@@ -99,7 +100,7 @@ def discounted_returns(
     for t in reversed(range(rewards_t.shape[0])):
         candidate = torch.add(rewards_t[t], running, alpha=gamma)
         running = torch.where(valid_t[t], candidate, running, out=returns_t[t])
-    return zero_outside(returns_t.T.contiguous(), response_mask).to(token_level_rewards.dtype)
+    return zero_outside_(returns_t.T.contiguous(), response_mask).to(token_level_rewards.dtype)
 
 
 # --- estimators ------------------------------------------------------------------------------
@@ -196,7 +197,7 @@ def reinforce_plus_plus(
 ) -> AdvantageOutput:
     """REINFORCE++: discounted token returns, whitened over the batch."""
     returns = discounted_returns(token_level_rewards, response_mask, gamma)
-    return zero_outside(masked_whiten(returns, response_mask), response_mask), returns
+    return zero_outside_(masked_whiten(returns, response_mask), response_mask), returns
 
 
 @register_advantage("reinforce_plus_plus_baseline")
@@ -224,7 +225,8 @@ def remax(
     if reward_baselines is None:
         raise ValueError("remax needs `reward_baselines` (the reward of one greedy response per prompt)")
     returns = _reverse_cumsum(zero_outside(token_level_rewards, response_mask))
-    return returns - broadcast_rows(reward_baselines, response_mask, returns.dtype), returns
+    baselines = broadcast_rows(reward_baselines, response_mask, returns.dtype)  # fresh: subtract into it
+    return torch.sub(returns, baselines, out=baselines), returns
 
 
 @register_advantage("gpg")

@@ -32,6 +32,16 @@ def zero_outside(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     return torch.where(as_bool(mask), values, torch.zeros((), dtype=values.dtype, device=values.device))
 
 
+def zero_outside_(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """`zero_outside` written into `values` itself (for a fresh tensor the caller owns): no new B×T buffer.
+
+    Out of place when autograd records `values` (`out=` is not differentiable)."""
+    if values.requires_grad and torch.is_grad_enabled():
+        return zero_outside(values, mask)
+    zero = torch.zeros((), dtype=values.dtype, device=values.device)
+    return torch.where(as_bool(mask), values, zero, out=values)
+
+
 def masked_sum(values: torch.Tensor, mask: torch.Tensor, dim: int | None = None) -> torch.Tensor:
     """Sum of `values` where `mask` is set, over `dim` (all dims when None)."""
     selected = zero_outside(values, mask)
@@ -72,7 +82,10 @@ def _mean_centred_var(
     """Masked mean, `values - mean` at every position, and the masked variance."""
     mean = masked_mean(values, mask)
     centred = values - mean
-    variance = masked_mean(centred.square(), mask)
+    squares = zero_outside_(centred.square(), mask)  # masked in place: one B×T temporary, not two
+    total = squares.sum(dtype=acc_dtype(squares.dtype))  # = masked_mean(centred², mask), as before
+    del squares
+    variance = total / (mask_count(mask, dtype=total.dtype) + MEAN_EPS)
     if unbiased:
         count = mask_count(mask, dtype=variance.dtype)
         _require_two(count)

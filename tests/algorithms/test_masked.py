@@ -11,6 +11,8 @@ from rlrun.algorithms.masked import (
     masked_var,
     masked_whiten,
     masked_whiten_rows,
+    zero_outside,
+    zero_outside_,
 )
 
 NAN = float("nan")
@@ -54,6 +56,22 @@ def test_masked_whiten_applies_to_every_position():
     expected = (values - 7 / 3) / std
     assert torch.allclose(masked_whiten(values, MASK), expected)
     assert torch.allclose(masked_whiten(values, MASK, shift_mean=False), expected + 7 / 3)
+
+
+@pytest.mark.parametrize("mask_dtype", [torch.bool, torch.int64, torch.float32])
+def test_zero_outside_in_place_matches_out_of_place(mask_dtype):
+    values = VALUES.clone()
+    expected = zero_outside(values, MASK.to(mask_dtype))
+    result = zero_outside_(values, MASK.to(mask_dtype))
+    assert result.data_ptr() == values.data_ptr()
+    assert torch.equal(result, expected)
+
+
+def test_masked_var_stays_differentiable():
+    values = torch.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]], requires_grad=True)
+    mask = torch.tensor([[1, 1, 0], [1, 0, 1]])
+    masked_var(values, mask).backward()
+    assert values.grad is not None and values.grad[0, 2] == 0.0 and values.grad[0, 0] != 0.0
 
 
 def test_masked_whiten_rows_equals_token_level_whitening():
