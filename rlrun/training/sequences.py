@@ -16,6 +16,7 @@ import torch
 
 from rlrun.algorithms.masked import entropy_from_logits
 from rlrun.data.padding import left_pad
+from rlrun.shared_prefix import cache_keyword, prefill, prompt_positions
 
 
 @dataclass
@@ -32,9 +33,12 @@ class Sequences:
         return self.input_ids[:, -self.response_mask.shape[1] :]
 
     @property
+    def prompt_width(self) -> int:
+        return self.input_ids.shape[1] - self.response_mask.shape[1]
+
+    @property
     def position_ids(self) -> torch.Tensor:
-        # As `generate` numbers a left-padded prompt: from 0 at its first real token.
-        return (self.attention_mask.cumsum(-1) - 1).clamp(min=0)
+        return prompt_positions(self.attention_mask)
 
     @classmethod
     def build(
@@ -95,16 +99,44 @@ def pad_response(x: torch.Tensor, width: int) -> torch.Tensor:
 
 
 def response_logits(model: torch.nn.Module, seq: Sequences) -> torch.Tensor:
-    """(N, T, V) logits predicting each response token."""
-    T = seq.response_mask.shape[1]
-    out = model(
-        input_ids=seq.input_ids,
-        attention_mask=seq.attention_mask,
-        position_ids=seq.position_ids,
-        use_cache=False,
-        logits_to_keep=T + 1,
+    """(N, T, V) logits predicting each response token.
+
+    Rows that repeat a prompt (a group's n responses) share one forward pass of it: the prompt
+    runs once, its KV cache is gathered to the rows, and only the responses run per row.
+    Without repeats, or under gradient checkpointing (which would replay the cache appends),
+    every row runs whole."""
+    T, P = seq.response_mask.shape[1], seq.prompt_width
+    prompts, rows = torch.unique(
+        torch.cat([seq.input_ids[:, :P], seq.attention_mask[:, :P]], 1), dim=0, return_inverse=True
     )
-    return out.logits[:, :-1].float()
+    if len(prompts) == len(rows) or _checkpointing(model):
+        out = model(
+            input_ids=seq.input_ids,
+            attention_mask=seq.attention_mask,
+            position_ids=seq.position_ids,
+            use_cache=False,
+            logits_to_keep=T + 1,
+        )
+        return out.logits[:, :-1].float()
+    first, cache = prefill(model, prompts[:, :P], prompts[:, P:])
+    cache.batch_select_indices(rows)
+    out = model(
+        input_ids=seq.response_ids,
+        attention_mask=seq.attention_mask,
+        position_ids=seq.position_ids[:, P:],
+        use_cache=True,
+        **{cache_keyword(model): cache},
+    )
+    return torch.cat([first[rows].unsqueeze(1), out.logits[:, :-1]], 1).float()
+
+
+def _checkpointing(model: torch.nn.Module) -> bool:
+    inner = getattr(model, "module", model)
+    for name in ("is_activation_checkpointing", "is_gradient_checkpointing"):  # transformers >= 5.2x, before
+        on = getattr(inner, name, None)
+        if on is not None:
+            return bool(on)
+    return False
 
 
 def response_log_probs(

@@ -51,3 +51,46 @@ def test_log_probs_are_invariant_to_padding_and_batching(random_lm):
     torch.testing.assert_close(whole, alone, rtol=1e-4, atol=1e-5)
     chunked = forward_batched(lambda q: response_log_probs(random_lm, q, 0.7)[0], seq=seq, chunk=2)
     torch.testing.assert_close(chunked * seq.response_mask, whole, rtol=1e-4, atol=1e-5)
+
+
+def _grouped_seq():
+    """Two prompts (one left-padded) answered twice each, rows interleaved, one response empty-tailed."""
+    responses = torch.tensor([[11, 12, 1], [13, 0, 0], [14, 15, 16], [17, 18, 0]])
+    seq = Sequences.build([[5, 6, 7], [8, 9], [5, 6, 7], [8, 9]], responses, (responses != 0).long(), pad_id=0)
+    return seq
+
+
+def _row_by_row(model, seq):
+    """The reference: every row forwarded whole, alone."""
+    return torch.cat([pad_response(response_log_probs(model, seq.rows(torch.tensor([i])), 0.7)[0], 3)
+                      for i in range(4)])
+
+
+def test_rows_sharing_a_prompt_run_it_once_with_equal_log_probs_and_gradients(random_lm):
+    seq = _grouped_seq()
+    calls = []
+    hook = random_lm.model.embed_tokens.register_forward_hook(lambda m, i, o: calls.append(tuple(i[0].shape)))
+    shared = response_log_probs(random_lm, seq, 0.7)[0] * seq.response_mask
+    hook.remove()
+    assert calls == [(2, 3), (4, 3)]  # the 2 distinct prompts once, then the 4 responses over their cache
+    reference = _row_by_row(random_lm, seq) * seq.response_mask
+    torch.testing.assert_close(shared, reference, rtol=1e-4, atol=1e-5)
+
+    params = list(random_lm.parameters())
+    g_shared = torch.autograd.grad(shared.sum(), params)
+    g_reference = torch.autograd.grad(reference.sum(), params)
+    for a, b in zip(g_shared, g_reference):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6)
+
+
+def test_gradient_checkpointing_runs_rows_whole(random_lm):
+    seq = _grouped_seq()
+    getattr(random_lm, "activation_checkpointing_enable", random_lm.gradient_checkpointing_enable)()
+    random_lm.train()
+    calls = []
+    hook = random_lm.model.embed_tokens.register_forward_hook(lambda m, i, o: calls.append(tuple(i[0].shape)))
+    log_probs = response_log_probs(random_lm, seq, 0.7)[0] * seq.response_mask
+    hook.remove()
+    getattr(random_lm, "activation_checkpointing_disable", random_lm.gradient_checkpointing_disable)()
+    assert calls == [(4, 6)]
+    torch.testing.assert_close(log_probs, _row_by_row(random_lm, seq) * seq.response_mask, rtol=1e-4, atol=1e-5)

@@ -1,0 +1,50 @@
+"""Shared prompts: run each distinct prompt through the model once, then reuse its KV cache for
+every row that continues it.
+
+A GRPO-style batch answers each prompt n times. Under causal attention a prompt's keys and
+values do not depend on what follows it, so computing them once per prompt and gathering them
+to the rows is exact, forward and backward (the rows' gradients sum into the shared prompt).
+Both the rollout engine (generation) and the trainer (log-probs) use it.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+import torch
+
+
+def cache_keyword(model: torch.nn.Module) -> str:
+    """The forward keyword of a transformers KV cache: `cache` from transformers 5.2x on,
+    `past_key_values` before (the old name is deprecated, so the newest one the model takes)."""
+    inner = model
+    while True:  # DDP / DeepSpeed wrap in `.module`, peft in `get_base_model()`
+        if hasattr(inner, "get_base_model"):
+            inner = inner.get_base_model()
+        elif isinstance(getattr(inner, "module", None), torch.nn.Module):
+            inner = inner.module
+        else:
+            break
+    return "cache" if "cache" in inspect.signature(inner.forward).parameters else "past_key_values"
+
+
+def prefill(
+    model: torch.nn.Module, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor
+) -> tuple[torch.Tensor, Any]:
+    """Run left-padded prompts (G, P); returns the logits at each prompt's last position (G, V),
+    which predict the first response token, and the KV cache of the G prompts."""
+    key = cache_keyword(model)
+    out = model(
+        input_ids=prompt_ids,
+        attention_mask=prompt_mask,
+        position_ids=prompt_positions(prompt_mask),
+        use_cache=True,
+        logits_to_keep=1,
+    )
+    return out.logits[:, -1], out[key]
+
+
+def prompt_positions(attention_mask: torch.Tensor) -> torch.Tensor:
+    """Position ids of a left-padded batch, as `generate` numbers them: 0 at the first real token."""
+    return (attention_mask.cumsum(-1) - 1).clamp(min=0)
