@@ -1,9 +1,14 @@
-"""The ``hf`` rollout engine: transformers ``generate`` with a KV cache, on the training model.
+"""The ``hf`` rollout engine: a plain sampling loop over a transformers model's KV cache, on the
+training model.
 
-Prompts are left-padded and generated in chunks of at most ``max_batch_samples`` rows (the
-memory cap). Log-probs follow the contract in ``rlrun.rollout.base``: taken from the raw
-logits ``generate`` reports (``output_logits``), divided by the temperature, before any top-k /
-top-p truncation - the same numbers the trainer's forward pass gives.
+Each distinct prompt is run once (``rlrun.shared_prefix``) and its cache gathered to its ``n``
+rows; then one token per step for every row, until all rows have ended or ``max_tokens``.
+Rows are generated in chunks of at most ``max_batch_samples`` (the memory cap). Sampling is
+exactly what ``SamplingParams`` says: temperature, then top-k, then top-p (as transformers
+orders its warpers), EOS masked before ``min_tokens``; nothing is taken from the model's
+``generation_config.json``. Log-probs follow the contract in ``rlrun.rollout.base``: the raw
+logits divided by the temperature, before truncation or EOS masking - the numbers the
+trainer's forward pass gives.
 
 The engine holds a reference to the model it was built with, normally the training model
 itself, so ``sync_weights`` has nothing to copy; given a different module it loads that
@@ -17,15 +22,16 @@ from collections.abc import Iterator
 from typing import Any
 
 import torch
-from transformers import GenerationConfig, PreTrainedModel
+from transformers import PreTrainedModel
 
 from rlrun.data.padding import left_pad
 from rlrun.rollout.base import FINISH_LENGTH, FINISH_STOP, ROLLOUT_ENGINES, RolloutBatch, SamplingParams
+from rlrun.shared_prefix import cache_keyword, prefill
 
 
 @ROLLOUT_ENGINES.register("hf")
 class HFRolloutEngine:
-    """transformers generate with KV cache (CPU or one GPU; no extra dependency)."""
+    """Batched sampling with a KV cache and shared prompts (CPU or one GPU; no extra dependency)."""
 
     def __init__(self, model: PreTrainedModel, tokenizer: Any, *, max_batch_samples: int = 1024):
         if max_batch_samples < 1:
@@ -45,17 +51,15 @@ class HFRolloutEngine:
             raise ValueError("generate needs at least one prompt, and no prompt may be empty")
         device = self.model.device
         ids, mask = left_pad(prompt_ids, self.pad_id)
-        ids = ids.repeat_interleave(sampling.n, 0).to(device)
-        mask = mask.repeat_interleave(sampling.n, 0).to(device)
-        config = self._generation_config(sampling)
+        ids, mask = ids.to(device), mask.to(device)
+        prompt_of_row = torch.arange(len(prompt_ids) * sampling.n, device=device) // sampling.n
         was_training = self.model.training
         self.model.eval()
         try:
             with torch.no_grad(), _seeded(sampling.seed, device):
                 chunks = [
-                    self._generate_chunk(ids[i : i + self.max_batch_samples], mask[i : i + self.max_batch_samples],
-                                         config, sampling.temperature)
-                    for i in range(0, ids.shape[0], self.max_batch_samples)
+                    self._generate_chunk(ids, mask, rows, sampling)
+                    for rows in prompt_of_row.split(self.max_batch_samples)
                 ]
         finally:
             self.model.train(was_training)
@@ -63,7 +67,9 @@ class HFRolloutEngine:
         response_ids = _cat_right_padded(token_chunks, self.pad_id)
         log_probs = _cat_right_padded(log_prob_chunks, 0.0)
         response_mask = _cat_right_padded(mask_chunks, 0)
-        stopped = (torch.isin(response_ids, torch.tensor(self.eos_ids, device=device)) & response_mask.bool()).any(-1)
+        stopped = (
+            torch.isin(response_ids, torch.tensor(self.eos_ids, device=device)) & response_mask.bool()
+        ).any(-1)
         finish = [FINISH_STOP if s else FINISH_LENGTH for s in stopped.tolist()]
         return RolloutBatch(response_ids, response_mask, log_probs, finish, sampling.n)
 
@@ -73,37 +79,66 @@ class HFRolloutEngine:
             self.model.load_state_dict(model.state_dict())
 
     def _generate_chunk(
-        self, ids: torch.Tensor, mask: torch.Tensor, config: GenerationConfig, temperature: float
+        self, ids: torch.Tensor, mask: torch.Tensor, prompt_of_row: torch.Tensor, sampling: SamplingParams
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        out = self.model.generate(input_ids=ids, attention_mask=mask, generation_config=config)
-        tokens = out.sequences[:, ids.shape[1] :]
-        logits = torch.stack(out.logits, dim=1).float()
-        log_probs = torch.log_softmax(logits / temperature, dim=-1).gather(-1, tokens.unsqueeze(-1)).squeeze(-1)
-        is_eos = torch.isin(tokens, torch.tensor(self.eos_ids, device=tokens.device)).long()
+        """Rows answering the (consecutive) prompts `prompt_of_row`: (tokens, log_probs, response_mask)."""
+        first, last = int(prompt_of_row[0]), int(prompt_of_row[-1])
+        logits, cache = prefill(self.model, ids[first : last + 1], mask[first : last + 1])
+        rows = prompt_of_row - first
+        cache.batch_select_indices(rows)
+        logits, mask = logits[rows], mask[prompt_of_row]
+        cache_kw = cache_keyword(self.model)
+        eos = torch.tensor(self.eos_ids, device=ids.device)
+        position = mask.sum(-1, keepdim=True)
+        ended = torch.zeros(len(rows), dtype=torch.bool, device=ids.device)
+        tokens, log_probs = [], []
+        for t in range(sampling.max_tokens):
+            scaled = logits.float() / sampling.temperature
+            token = next_token(scaled, sampling, eos if t < sampling.min_tokens else None).masked_fill(
+                ended, self.pad_id
+            )
+            tokens.append(token)
+            log_probs.append(scaled.log_softmax(-1).gather(-1, token.unsqueeze(-1)).squeeze(-1))
+            ended |= torch.isin(token, eos)
+            if t + 1 == sampling.max_tokens or bool(ended.all()):
+                break
+            mask = torch.cat([mask, torch.ones_like(mask[:, :1])], 1)
+            logits = self.model(
+                input_ids=token.unsqueeze(-1),
+                attention_mask=mask,
+                position_ids=position,
+                use_cache=True,
+                **{cache_kw: cache},
+            ).logits[:, -1]
+            position = position + 1
+        tokens, log_probs = torch.stack(tokens, 1), torch.stack(log_probs, 1)
+        is_eos = torch.isin(tokens, eos).long()
         response_mask = (is_eos.cumsum(-1) - is_eos == 0).long()  # up to and including the first EOS
         return tokens.masked_fill(response_mask == 0, self.pad_id), log_probs * response_mask, response_mask
 
-    def _generation_config(self, sampling: SamplingParams) -> GenerationConfig:
-        # Every knob that changes the distribution is set explicitly: generate() would otherwise
-        # fill unset ones from the model's generation_config.json (e.g. a repetition penalty).
-        sampling_knobs = {} if sampling.greedy else {
-            "temperature": sampling.temperature, "top_k": sampling.top_k, "top_p": sampling.top_p,
-            "min_p": 0.0, "typical_p": 1.0, "epsilon_cutoff": 0.0, "eta_cutoff": 0.0,
-        }
-        return GenerationConfig(
-            max_new_tokens=sampling.max_tokens,
-            min_new_tokens=sampling.min_tokens,
-            do_sample=not sampling.greedy,
-            repetition_penalty=1.0,
-            no_repeat_ngram_size=0,
-            num_beams=1,
-            eos_token_id=self.eos_ids,
-            pad_token_id=self.pad_id,
-            use_cache=True,
-            return_dict_in_generate=True,
-            output_logits=True,
-            **sampling_knobs,
-        )
+
+def next_token(
+    scaled_logits: torch.Tensor, sampling: SamplingParams, banned: torch.Tensor | None
+) -> torch.Tensor:
+    """One token per row from temperature-scaled logits (N, V): the argmax when greedy, else a
+    sample after top-k and then top-p truncation; `banned` token ids (EOS before `min_tokens`)
+    are never chosen."""
+    logits = scaled_logits
+    if banned is not None:
+        logits = logits.index_fill(-1, banned, float("-inf"))
+    if sampling.greedy:
+        return logits.argmax(-1)
+    if 0 < sampling.top_k < logits.shape[-1]:
+        kth = logits.topk(sampling.top_k, dim=-1).values[:, -1:]
+        logits = logits.masked_fill(logits < kth, float("-inf"))
+    if sampling.top_p < 1:
+        # Drop the least likely tokens whose total probability stays within 1 - top_p; the
+        # most likely token always survives.
+        ascending, order = logits.sort(-1)
+        drop = ascending.softmax(-1).cumsum(-1) <= 1 - sampling.top_p
+        drop[:, -1] = False
+        logits = logits.masked_fill(torch.zeros_like(drop).scatter(-1, order, drop), float("-inf"))
+    return torch.multinomial(logits.softmax(-1), 1).squeeze(-1)
 
 
 def _cat_right_padded(parts: tuple[torch.Tensor, ...], value: float) -> torch.Tensor:

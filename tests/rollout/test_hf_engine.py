@@ -7,6 +7,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from rlrun.data import left_pad
 from rlrun.embedded import resolve_model_path
 from rlrun.rollout import ROLLOUT_ENGINES, RolloutEngine, SamplingParams
+from rlrun.rollout.hf import next_token
 from rlrun.tasks.arithmetic import ArithmeticTask
 
 
@@ -144,3 +145,34 @@ def test_sync_weights_copies_from_another_module(model_and_tokenizer):
 def test_bad_sampling_params_are_refused(kwargs):
     with pytest.raises(ValueError):
         SamplingParams(**kwargs)
+
+
+# next_token on hand-made logits: probabilities 0.5, 0.3, 0.15, 0.05 over tokens 0..3
+_PROBS = torch.tensor([[0.5, 0.3, 0.15, 0.05]])
+
+
+def _draws(sampling: SamplingParams, banned=None, count: int = 4000) -> torch.Tensor:
+    torch.manual_seed(0)
+    return torch.bincount(next_token(_PROBS.log().expand(count, 4), sampling, banned), minlength=4)
+
+
+def test_top_p_keeps_the_smallest_set_reaching_p_and_renormalises():
+    # Ascending cumulative mass 0.05, 0.20, 0.50, 1.0: with top_p 0.8 tokens 3 and 2 (0.2 <= 1 - 0.8)
+    # drop, leaving {0, 1} sampled as 0.5/0.8 and 0.3/0.8.
+    counts = _draws(SamplingParams(top_p=0.8))
+    assert counts[2:].tolist() == [0, 0]
+    assert abs(counts[0].item() / 4000 - 0.625) < 0.03
+
+
+def test_top_k_then_banned_tokens():
+    # EOS masking comes first (as transformers applies min_new_tokens before its warpers):
+    # with token 0 banned, the top 2 are {1, 2}, sampled as 0.3/0.45 and 0.15/0.45.
+    counts = _draws(SamplingParams(top_k=2), banned=torch.tensor([0]))
+    assert counts[0] == 0 and counts[3] == 0
+    assert abs(counts[1].item() / 4000 - 2 / 3) < 0.03
+    assert next_token(_PROBS.log(), SamplingParams(greedy=True), torch.tensor([0])).item() == 1
+
+
+def test_plain_sampling_follows_the_distribution():
+    freq = _draws(SamplingParams()).float() / 4000
+    torch.testing.assert_close(freq, _PROBS[0], atol=0.03, rtol=0)
