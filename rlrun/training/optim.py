@@ -12,12 +12,22 @@ from torch.optim.lr_scheduler import LambdaLR
 
 def build_optimizer(params: Iterable[torch.nn.Parameter], cfg: Any) -> torch.optim.AdamW:
     """`cfg`: the recipe's `actor.optimizer` / `critic.optimizer` section."""
+    trainable = [p for p in params if p.requires_grad]
     return torch.optim.AdamW(
-        [p for p in params if p.requires_grad],
+        trainable,
         lr=cfg.lr,
         weight_decay=cfg.weight_decay,
         betas=tuple(cfg.betas),
         eps=cfg.eps,
+        # One kernel for all parameters instead of ~10 ops per tensor; the same update rule.
+        fused=_fused_supported(trainable),
+    )
+
+
+def _fused_supported(params: list[torch.nn.Parameter]) -> bool:
+    """Fused AdamW takes floating-point parameters on CPU, CUDA, XPU or MPS."""
+    return bool(params) and all(
+        p.is_floating_point() and p.device.type in ("cpu", "cuda", "xpu", "mps") for p in params
     )
 
 
