@@ -21,10 +21,9 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from itertools import pairwise
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import torch
 from transformers import (
@@ -34,9 +33,6 @@ from transformers import (
     PreTrainedModel,
     PreTrainedTokenizerBase,
 )
-
-if TYPE_CHECKING:
-    from rlrun.rollout import RolloutBatch, SamplingParams
 
 PROMPTS_PER_STEP = 16
 SAMPLES_PER_PROMPT = 8
@@ -213,6 +209,7 @@ def rlrun_overrides(spec: Spec) -> list[str]:
         f"trainer.prompts_per_step={PROMPTS_PER_STEP}",
         f"rollout.n={SAMPLES_PER_PROMPT}",
         f"rollout.max_response_tokens={spec.max_new_tokens}",
+        f"rollout.min_response_tokens={spec.max_new_tokens if spec.fixed_length else 0}",  # TRL: min_new_tokens
         "rollout.temperature=1.0",
         "rollout.top_p=1.0",
         "rollout.top_k=0",
@@ -250,8 +247,6 @@ def run_rlrun(spec: Spec) -> Result:
 
     _, val = arithmetic_splits(spec.val_prompts)
     overrides = rlrun_overrides(spec)
-    if spec.fixed_length:
-        hold_responses_at_max_length()
     loaded = load_recipe(builtin_path("grpo"), overrides)
     run = train(loaded, RunOptions(run_dir=Path(spec.work_dir) / "run"), say=print, overrides=overrides)
     records = [json.loads(line) for line in run.dir.metrics_file.read_text().splitlines()]
@@ -261,21 +256,6 @@ def run_rlrun(spec: Spec) -> Result:
     tokens = [round(m["response_length/mean"] * PROMPTS_PER_STEP * SAMPLES_PER_PROMPT) for m in steps]
     acc_after = greedy_accuracy(run.session.unwrapped_policy, load_tokenizer(spec.model_dir), val)
     return Result(spec, step_times, tokens, peak_rss_mib(), acc_after)
-
-
-def hold_responses_at_max_length() -> None:
-    """Suppress EOS until max_tokens in rlrun's hf engine, as `min_new_tokens` does for TRL.
-
-    The engine honours `SamplingParams.min_tokens`, but no recipe key sets it yet, so the
-    benchmark raises it on every call (the rlrun counterpart of TRL's `generation_kwargs`)."""
-    from rlrun.rollout.hf import HFRolloutEngine
-
-    generate = HFRolloutEngine.generate
-
-    def fixed_length(self: HFRolloutEngine, prompt_ids: list[list[int]], sampling: SamplingParams) -> RolloutBatch:
-        return generate(self, prompt_ids, replace(sampling, min_tokens=sampling.max_tokens))
-
-    HFRolloutEngine.generate = fixed_length
 
 
 # --- orchestration --------------------------------------------------------------------------

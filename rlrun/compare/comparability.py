@@ -43,9 +43,9 @@ ASPECTS = (
         "rewards measure different things",
     ),
     Aspect(
-        "max response length",
-        lambda key, _: key == "rollout.max_response_tokens",
-        "response lengths and clip ratios are capped differently",
+        "response length limits",
+        lambda key, _: key in ("rollout.max_response_tokens", "rollout.min_response_tokens"),
+        "response lengths and clip ratios are bounded differently",
     ),
     Aspect(
         "batch units",

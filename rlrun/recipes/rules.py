@@ -153,6 +153,21 @@ def overlong_buffer_fits(recipe: Recipe, provenance: Provenance) -> Iterator[Con
 
 
 @error_rule
+def response_length_bounds_ordered(recipe: Recipe, provenance: Provenance) -> Iterator[ConfigIssue]:
+    low, high = recipe.rollout.min_response_tokens, recipe.rollout.max_response_tokens
+    if low > high:
+        yield provenance.issue(
+            ("rollout", "min_response_tokens"),
+            "end-of-sequence is masked until `min_response_tokens`, so a minimum above the maximum "
+            "leaves no length a response can have",
+            code="min-above-max-response",
+            expected=f"min_response_tokens <= rollout.max_response_tokens ({high})",
+            found=f"min_response_tokens: {low}",
+            fix=f"set `rollout.min_response_tokens` to at most {high} (0 lets responses end when they will)",
+        )
+
+
+@error_rule
 def batches_divide(recipe: Recipe, provenance: Provenance) -> Iterator[ConfigIssue]:
     prompts, n = recipe.trainer.prompts_per_step, recipe.rollout.n
     mini, micro = recipe.actor.mini_batch_samples, recipe.actor.micro_batch_samples

@@ -26,6 +26,7 @@ class Rollout(Section):
     engine: Literal["hf", "vllm"] = "hf"  # not a registry lookup: importing the engines loads transformers
     n: PositiveInt = 8
     max_response_tokens: PositiveInt = 8
+    min_response_tokens: NonNegativeInt = 0  # EOS masked until then
     temperature: Annotated[float, Field(gt=0)] = 1.0
     top_p: Annotated[float, Field(gt=0, le=1)] = 1.0
     top_k: NonNegativeInt = 0

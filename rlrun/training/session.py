@@ -156,6 +156,7 @@ class Session:
         self.sampling = SamplingParams(
             n=r.rollout.n,
             max_tokens=r.rollout.max_response_tokens,
+            min_tokens=r.rollout.min_response_tokens,
             temperature=r.rollout.temperature,
             top_p=r.rollout.top_p,
             top_k=r.rollout.top_k,

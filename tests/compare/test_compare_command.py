@@ -31,7 +31,7 @@ def test_terminal_report(runs_dir):
     assert result.exit_code == 0, result.output
     out = result.output
     assert "grpo (ref)" in out and "grpo × vanilla × no KL" in out and "running" in out and "5/100" in out
-    assert "different max response length in dapo-live" in out
+    assert "different response length limits in dapo-live" in out
     assert "actor.optimizer.lr" in out and "0.0003" in out and "trainer.seed" not in out  # changed keys only
     assert "0.75" in out and "1.125" in out  # last-2 means of the score: (0.7+0.8)/2, (1.05+1.2)/2
     assert "↑ +0.375 (+50.0%)" in out
@@ -61,7 +61,7 @@ def test_json_output(runs_dir):
         {"key": "actor.optimizer.lr", "values": {"grpo": 1e-4, "lr3e-4": 3e-4, "dapo-live": 1e-4},
          "changes": {"grpo": "ref", "lr3e-4": "changed", "dapo-live": "same"}},
     ]
-    assert [warning["aspect"] for warning in data["not_comparable"]] == ["max response length"]
+    assert [warning["aspect"] for warning in data["not_comparable"]] == ["response length limits"]
     assert data["health"]["grpo"] == [] and data["health"]["dapo-live"] == []  # the NaN was after step 4
     assert data["plot"] is None
 

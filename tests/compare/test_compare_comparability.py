@@ -27,7 +27,8 @@ def _with(recipe, **changes):
     ({"data__source": "data/gsm8k.parquet"}, "dataset", ["data.source"]),
     ({"reward__functions": [{"fn": "rlrun:math_answer", "weight": 1.0}]}, "reward functions",
      ["reward.functions[0].fn"]),
-    ({"rollout__max_response_tokens": 16}, "max response length", ["rollout.max_response_tokens"]),
+    ({"rollout__max_response_tokens": 16}, "response length limits", ["rollout.max_response_tokens"]),
+    ({"rollout__min_response_tokens": 4}, "response length limits", ["rollout.min_response_tokens"]),
     ({"trainer__prompts_per_step": 32}, "batch units", ["trainer.prompts_per_step"]),
     ({"rollout__n": 4}, "batch units", ["rollout.n"]),
 ])

@@ -106,6 +106,14 @@ def test_overlong_buffer_must_fit_the_response(write, only_error):
     assert (issue.code, issue.line) == ("out-of-range", 4)
 
 
+def test_min_response_tokens_must_not_exceed_the_maximum(write, only_error):
+    write("r.yaml", "extends: grpo\nrollout:\n  min_response_tokens: 9\n")
+    issue = only_error("r.yaml")
+    assert (issue.code, issue.line) == ("min-above-max-response", 3)
+    assert issue.expected == "min_response_tokens <= rollout.max_response_tokens (8)"
+    load_recipe("grpo", ("rollout.min_response_tokens=8",))
+
+
 def test_samples_must_split_into_mini_batches(write, only_error):
     write("r.yaml", "extends: grpo\ntrainer:\n  prompts_per_step: 12\n")
     assert only_error("r.yaml").format() == (
