@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
@@ -26,6 +26,9 @@ from rich.text import Text
 
 from rlrun.errors import ConfigIssue, RecipeError
 from rlrun.recipes import LoadedRecipe, algorithm_summary, batch_plan, load_recipe
+
+if TYPE_CHECKING:
+    from rlrun.launch import Topology  # imports torch: only the commands that train load it
 
 app = typer.Typer(
     name="rlrun",
@@ -295,6 +298,21 @@ def components() -> None:
 
 RUN_FAILED, INTERRUPTED = 1, 130
 
+# Scale-out options, shared by `train` and `resume`: both relaunch through `accelerate launch`.
+SCALE_OUT = "Scale-out"
+NumProcessesOpt = Annotated[int, typer.Option("--num-processes", help="Training processes in total (all "
+                                              "machines): > 1 re-launches through `accelerate launch` with "
+                                              "`trainer.strategy`.", rich_help_panel=SCALE_OUT)]
+NumMachinesOpt = Annotated[int, typer.Option("--num-machines", rich_help_panel=SCALE_OUT)]
+MachineRankOpt = Annotated[int, typer.Option("--machine-rank", help="This machine's rank (0 = the main one).",
+                                             rich_help_panel=SCALE_OUT)]
+MainProcessIpOpt = Annotated[str | None, typer.Option("--main-process-ip", help="Address of machine 0.",
+                                                      rich_help_panel=SCALE_OUT)]
+MainProcessPortOpt = Annotated[int | None, typer.Option("--main-process-port", rich_help_panel=SCALE_OUT)]
+AccelerateConfigOpt = Annotated[Path | None, typer.Option("--accelerate-config", help="An `accelerate config` "
+                                                          "file that owns the distributed setup.",
+                                                          rich_help_panel=SCALE_OUT)]
+
 
 @app.command()
 def train(
@@ -308,42 +326,26 @@ def train(
     overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace an existing run directory.")] = False,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Validate, load the models, run one rollout and "
                                           "one update on a tiny batch; report time and memory; write nothing.")] = False,
-    num_processes: Annotated[int, typer.Option("--num-processes", help="Training processes in total (all machines): "
-                                               "> 1 re-launches through `accelerate launch` with `trainer.strategy`.",
-                                               rich_help_panel="Scale-out")] = 1,
-    num_machines: Annotated[int, typer.Option("--num-machines", rich_help_panel="Scale-out")] = 1,
-    machine_rank: Annotated[int, typer.Option("--machine-rank", help="This machine's rank (0 = the main one).",
-                                              rich_help_panel="Scale-out")] = 0,
-    main_process_ip: Annotated[str | None, typer.Option("--main-process-ip", help="Address of machine 0.",
-                                                        rich_help_panel="Scale-out")] = None,
-    main_process_port: Annotated[int | None, typer.Option("--main-process-port", rich_help_panel="Scale-out")] = None,
-    accelerate_config: Annotated[Path | None, typer.Option("--accelerate-config", help="An `accelerate config` "
-                                                           "file that owns the distributed setup.",
-                                                           rich_help_panel="Scale-out")] = None,
+    num_processes: NumProcessesOpt = 1,
+    num_machines: NumMachinesOpt = 1,
+    machine_rank: MachineRankOpt = 0,
+    main_process_ip: MainProcessIpOpt = None,
+    main_process_port: MainProcessPortOpt = None,
+    accelerate_config: AccelerateConfigOpt = None,
 ) -> None:
     """Train a recipe: rollouts, rewards, advantages and policy updates, with metrics, checkpoints
     and a run directory (`runs/<name>/`). Ctrl-C saves a checkpoint; `rlrun resume` continues."""
+    from rlrun.launch import Topology
+
+    topology = Topology(num_processes, num_machines, machine_rank, main_process_ip, main_process_port)
     if resume and run_dir is None and Path(recipe).is_dir():  # `rlrun train --resume runs/x`
-        return resume_run(Path(recipe), overrides)
+        return _resume(Path(recipe), overrides or [], topology, accelerate_config)
     with user_errors():
         loaded = load_recipe(recipe, overrides or [])
     _print_issues(loaded.notices, "notice", "yellow")
     if dry_run:
         return _dry_run(loaded)
-    from rlrun.launch import check_data_parallel, is_relaunched, relaunch_with_accelerate
-
-    if num_processes > 1 and not is_relaunched():
-        with user_errors():
-            check_data_parallel(loaded.recipe, num_processes)
-        try:
-            code = relaunch_with_accelerate(
-                sys.argv[1:], num_processes, num_machines, machine_rank, main_process_ip, main_process_port,
-                accelerate_config, loaded.recipe.trainer.strategy,
-            )
-        except ValueError as exc:
-            err_console.print(f"[red]error:[/] {exc}")
-            raise typer.Exit(USER_ERROR) from None
-        raise typer.Exit(code)
+    _relaunch_if_multi_process(loaded, topology, accelerate_config)
     from rlrun.training.run import RunOptions
 
     _train(loaded, RunOptions(run_dir=run_dir, name=name, resume=resume, overwrite=overwrite), overrides or [])
@@ -353,14 +355,49 @@ def train(
 def resume_run(
     run_dir: Annotated[Path, typer.Argument(help="The run directory to continue.", show_default=False)],
     overrides: OverridesArg = None,
+    num_processes: NumProcessesOpt = 1,
+    num_machines: NumMachinesOpt = 1,
+    machine_rank: MachineRankOpt = 0,
+    main_process_ip: MainProcessIpOpt = None,
+    main_process_port: MainProcessPortOpt = None,
+    accelerate_config: AccelerateConfigOpt = None,
 ) -> None:
     """Continue a run from its latest checkpoint, with the recipe it was started with (overrides
-    may change anything but the model, tokenizer and data, e.g. `trainer.total_steps=500`)."""
+    may change anything but the model, tokenizer and data, e.g. `trainer.total_steps=500`), in
+    any number of processes."""
+    from rlrun.launch import Topology
+
+    topology = Topology(num_processes, num_machines, machine_rank, main_process_ip, main_process_port)
+    _resume(run_dir, overrides or [], topology, accelerate_config)
+
+
+def _resume(run_dir: Path, overrides: list[str], topology: Topology, accelerate_config: Path | None) -> None:
     from rlrun.training.run import RunOptions
 
     with user_errors():
-        loaded = load_recipe(run_dir / "resolved.yaml", overrides or [])
-    _train(loaded, RunOptions(run_dir=run_dir, resume=True), overrides or [])
+        loaded = load_recipe(run_dir / "resolved.yaml", overrides)
+    _relaunch_if_multi_process(loaded, topology, accelerate_config)
+    _train(loaded, RunOptions(run_dir=run_dir, resume=True), overrides)
+
+
+def _relaunch_if_multi_process(
+    loaded: LoadedRecipe, topology: Topology, accelerate_config: Path | None
+) -> None:
+    """With more than one process (and not yet launched): check that the recipe splits evenly,
+    re-run this command under `accelerate launch` with `trainer.strategy`, exit with its code."""
+    from rlrun.launch import check_data_parallel, is_relaunched, relaunch_with_accelerate
+
+    if topology.num_processes <= 1 or is_relaunched():
+        return
+    with user_errors():
+        check_data_parallel(loaded.recipe, topology.num_processes)
+    try:
+        strategy = loaded.recipe.trainer.strategy
+        code = relaunch_with_accelerate(sys.argv[1:], topology, accelerate_config, strategy)
+    except ValueError as exc:
+        err_console.print(f"[red]error:[/] {exc}")
+        raise typer.Exit(USER_ERROR) from None
+    raise typer.Exit(code)
 
 
 @app.command("export")

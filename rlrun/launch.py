@@ -1,15 +1,15 @@
 """Multi-process training: re-run the current rlrun command under Accelerate's launcher.
 
-``rlrun train recipe.yaml --num-processes 8`` starts as one ordinary process. That process
-calls :func:`relaunch_with_accelerate`, which runs ``accelerate launch`` on the same command
-line and waits for it; every launched process runs the same command again with
-``RLRUN_LAUNCHED=1`` in its environment, sees :func:`is_relaunched` is true and trains
-instead of relaunching (the guard against recursion).
+``rlrun train recipe.yaml --num-processes 8`` (or ``rlrun resume RUN_DIR --num-processes 8``)
+starts as one ordinary process. That process calls :func:`relaunch_with_accelerate`, which runs
+``accelerate launch`` on the same command line and waits for it; every launched process runs
+the same command again with ``RLRUN_LAUNCHED=1`` in its environment, sees :func:`is_relaunched`
+is true and trains instead of relaunching (the guard against recursion).
 
 The caller (the CLI) does, before building anything heavy::
 
     if num_processes > 1 and not is_relaunched():
-        raise SystemExit(relaunch_with_accelerate(sys.argv[1:], num_processes, ...,
+        raise SystemExit(relaunch_with_accelerate(sys.argv[1:], Topology(num_processes, ...),
                                                   strategy=recipe.trainer.strategy))
 
 Strategies (``trainer.strategy``):
@@ -33,6 +33,7 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -52,30 +53,70 @@ def is_relaunched() -> bool:
     return os.environ.get(RELAUNCH_ENV) == "1"
 
 
+@dataclass(frozen=True)
+class Topology:
+    """Where the processes run, in Accelerate's terms.
+
+    Attributes:
+        num_processes: processes in total, across all machines.
+        num_machines, machine_rank: multi-node layout; run the same command on every machine
+            with its own ``machine_rank``.
+        main_process_ip, main_process_port: the rendezvous address (machine 0); the IP is
+            required with more than one machine, the port defaults to Accelerate's.
+    """
+
+    num_processes: int
+    num_machines: int = 1
+    machine_rank: int = 0
+    main_process_ip: str | None = None
+    main_process_port: int | None = None
+
+    def check(self) -> None:
+        """Raises ValueError for a layout that cannot be launched."""
+        if self.num_processes < 1 or self.num_machines < 1:
+            raise ValueError(
+                f"num_processes and num_machines must be >= 1, got {self.num_processes}, {self.num_machines}"
+            )
+        if self.num_processes % self.num_machines:
+            raise ValueError(
+                f"num_processes ({self.num_processes}) must be a multiple of "
+                f"num_machines ({self.num_machines})"
+            )
+        if not 0 <= self.machine_rank < self.num_machines:
+            raise ValueError(f"machine_rank must be in [0, {self.num_machines}), got {self.machine_rank}")
+        if self.num_machines > 1 and not self.main_process_ip:
+            raise ValueError("more than one machine needs main_process_ip (the address of machine 0)")
+
+    def launch_flags(self) -> list[str]:
+        """The ``accelerate launch`` flags of this layout (they override a config file's)."""
+        flags = [
+            "--num_processes", str(self.num_processes),
+            "--num_machines", str(self.num_machines),
+            "--machine_rank", str(self.machine_rank),
+        ]
+        if self.main_process_ip is not None:
+            flags += ["--main_process_ip", self.main_process_ip]
+        if self.main_process_port is not None:
+            flags += ["--main_process_port", str(self.main_process_port)]
+        return flags
+
+
 def relaunch_with_accelerate(
     argv: Sequence[str],
-    num_processes: int,
-    num_machines: int = 1,
-    machine_rank: int = 0,
-    main_process_ip: str | None = None,
-    main_process_port: int | None = None,
+    topology: Topology,
     accelerate_config: str | Path | None = None,
     strategy: str = "ddp",
     *,
     mixed_precision: str = "no",
     cpu: bool | None = None,
 ) -> int:
-    """Run the rlrun command ``argv`` in ``num_processes`` processes; return the exit code.
+    """Run the rlrun command ``argv`` in ``topology.num_processes`` processes; return the exit code.
 
     Args:
         argv: the rlrun command line without the program name, e.g.
             ``["train", "recipe.yaml", "--num-processes", "8"]``; passed on unchanged (the
             launched processes ignore the multi-process flags because :func:`is_relaunched`).
-        num_processes: processes in total, across all machines (Accelerate's meaning).
-        num_machines, machine_rank: multi-node topology; run the same command on every
-            machine with its own ``machine_rank``.
-        main_process_ip, main_process_port: the rendezvous address (machine 0); the IP is
-            required with more than one machine, the port defaults to Accelerate's.
+        topology: how many processes, on which machines.
         accelerate_config: an ``accelerate config`` YAML that then owns the setup.
         strategy: one of :data:`STRATEGIES` (``trainer.strategy``).
         mixed_precision: ``no`` | ``bf16`` | ``fp16`` (Accelerate's autocast).
@@ -90,8 +131,8 @@ def relaunch_with_accelerate(
     use_cpu = (not torch.cuda.is_available()) if cpu is None else cpu
     with tempfile.TemporaryDirectory(prefix="rlrun-launch-") as config_dir:
         command = accelerate_command(
-            argv, num_processes, num_machines, machine_rank, main_process_ip, main_process_port,
-            accelerate_config, strategy, mixed_precision=mixed_precision, config_dir=Path(config_dir),
+            argv, topology, accelerate_config, strategy, mixed_precision=mixed_precision,
+            config_dir=Path(config_dir),
         )
         env = {**os.environ, RELAUNCH_ENV: "1"}
         if use_cpu:
@@ -103,11 +144,7 @@ def relaunch_with_accelerate(
 
 def accelerate_command(
     argv: Sequence[str],
-    num_processes: int,
-    num_machines: int = 1,
-    machine_rank: int = 0,
-    main_process_ip: str | None = None,
-    main_process_port: int | None = None,
+    topology: Topology,
     accelerate_config: str | Path | None = None,
     strategy: str = "ddp",
     *,
@@ -115,7 +152,7 @@ def accelerate_command(
     config_dir: Path,
 ) -> list[str]:
     """The ``accelerate launch`` command line; strategy files are written into ``config_dir``."""
-    _check_topology(num_processes, num_machines, machine_rank, main_process_ip)
+    topology.check()
     if strategy not in STRATEGIES:
         raise ValueError(f"unknown strategy {strategy!r}; valid: {', '.join(STRATEGIES)}")
     if mixed_precision not in MIXED_PRECISIONS:
@@ -123,15 +160,7 @@ def accelerate_command(
     command = [sys.executable, "-m", "accelerate.commands.launch"]
     if accelerate_config is not None:
         command += ["--config_file", str(accelerate_config)]
-    command += [
-        "--num_processes", str(num_processes),
-        "--num_machines", str(num_machines),
-        "--machine_rank", str(machine_rank),
-    ]
-    if main_process_ip is not None:
-        command += ["--main_process_ip", main_process_ip]
-    if main_process_port is not None:
-        command += ["--main_process_port", str(main_process_port)]
+    command += topology.launch_flags()
     if accelerate_config is None:
         command += ["--mixed_precision", mixed_precision, "--dynamo_backend", "no"]
         command += _strategy_flags(strategy, config_dir)
@@ -207,17 +236,6 @@ def check_data_parallel(recipe: Recipe, num_processes: int) -> None:
     ]
     if issues:
         raise RecipeError(issues)
-
-
-def _check_topology(num_processes: int, num_machines: int, machine_rank: int, main_process_ip: str | None) -> None:
-    if num_processes < 1 or num_machines < 1:
-        raise ValueError(f"num_processes and num_machines must be >= 1, got {num_processes}, {num_machines}")
-    if num_processes % num_machines:
-        raise ValueError(f"num_processes ({num_processes}) must be a multiple of num_machines ({num_machines})")
-    if not 0 <= machine_rank < num_machines:
-        raise ValueError(f"machine_rank must be in [0, {num_machines}), got {machine_rank}")
-    if num_machines > 1 and not main_process_ip:
-        raise ValueError("more than one machine needs main_process_ip (the address of machine 0)")
 
 
 if __name__ == "__main__":  # a launched process: the same rlrun command line, run in-process

@@ -10,7 +10,7 @@ import yaml
 from typer.testing import CliRunner
 
 from rlrun.cli import app
-from rlrun.recipes import builtin_names
+from rlrun.recipes import builtin_names, load_recipe
 
 runner = CliRunner()
 
@@ -159,27 +159,62 @@ def test_validate_portable_checks_a_gpu_recipe_here_without_the_gpu():
     assert rlrun("validate", "--portable", recipe, cwd=repo).returncode == 0
 
 
-def test_train_checks_the_process_split_before_launching(monkeypatch):
+def _record_relaunch(monkeypatch) -> dict:
+    """Replace the relaunch with one that records its arguments and exits 0 without training."""
     import rlrun.launch
 
-    monkeypatch.delenv("RLRUN_LAUNCHED", raising=False)
-    monkeypatch.setattr(rlrun.launch, "relaunch_with_accelerate", lambda *a, **k: pytest.fail("launched"))
-    result = runner.invoke(app, ["train", "grpo", "--num-processes", "3"])
-    assert result.exit_code == 2
-    assert "trainer.prompts_per_step" in result.output and "multiple of 3" in result.output
+    seen: dict = {}
 
-
-def test_train_relaunches_with_the_recipes_strategy(monkeypatch):
-    import rlrun.launch
-
-    seen = {}
-
-    def relaunch(argv, num_processes, *topology):
-        seen.update(processes=num_processes, strategy=topology[-1])
+    def relaunch(argv, topology, accelerate_config, strategy):
+        seen.update(topology=topology, accelerate_config=accelerate_config, strategy=strategy)
         return 0
 
     monkeypatch.delenv("RLRUN_LAUNCHED", raising=False)
     monkeypatch.setattr(rlrun.launch, "relaunch_with_accelerate", relaunch)
+    return seen
+
+
+def test_train_relaunches_with_the_recipes_strategy(monkeypatch):
+    from rlrun.launch import Topology
+
+    seen = _record_relaunch(monkeypatch)
     result = runner.invoke(app, ["train", "grpo", "trainer.strategy=fsdp2", "--num-processes", "2"])
     assert result.exit_code == 0, result.output
-    assert seen == {"processes": 2, "strategy": "fsdp2"}
+    assert seen == {"topology": Topology(2), "accelerate_config": None, "strategy": "fsdp2"}
+
+
+@pytest.fixture
+def run_dir(tmp_path: Path) -> Path:
+    """A run directory as `rlrun train` leaves it, as far as resuming reads before training."""
+    from rlrun.recipes.render import to_yaml
+
+    (tmp_path / "resolved.yaml").write_text(to_yaml(load_recipe("grpo", ["trainer.strategy=fsdp2"]).data))
+    return tmp_path
+
+
+@pytest.mark.parametrize("command", [["resume"], ["train", "--resume"]])
+def test_resume_relaunches_with_the_topology_and_the_runs_strategy(monkeypatch, run_dir, command):
+    from rlrun.launch import Topology
+
+    seen = _record_relaunch(monkeypatch)
+    topology = ["--num-processes", "4", "--num-machines", "2", "--machine-rank", "1"]
+    topology += ["--main-process-ip", "10.0.0.1", "--main-process-port", "29600", "--accelerate-config", "a.yaml"]
+    result = runner.invoke(app, [*command, str(run_dir), *topology])
+    assert result.exit_code == 0, result.output
+    assert seen == {
+        "topology": Topology(4, 2, 1, "10.0.0.1", 29600),
+        "accelerate_config": Path("a.yaml"),
+        "strategy": "fsdp2",
+    }
+
+
+@pytest.mark.parametrize("command", [["train", "grpo"], ["resume", "RUN_DIR"]])
+def test_train_and_resume_check_the_process_split_before_launching(monkeypatch, run_dir, command):
+    import rlrun.launch
+
+    monkeypatch.delenv("RLRUN_LAUNCHED", raising=False)
+    monkeypatch.setattr(rlrun.launch, "relaunch_with_accelerate", lambda *a, **k: pytest.fail("launched"))
+    command = [str(run_dir) if arg == "RUN_DIR" else arg for arg in command]
+    result = runner.invoke(app, [*command, "--num-processes", "3"])  # grpo: 16 prompts a step
+    assert result.exit_code == 2
+    assert "trainer.prompts_per_step" in result.output and "multiple of 3" in result.output

@@ -8,6 +8,7 @@ import socket
 import subprocess
 import sys
 import textwrap
+from dataclasses import fields
 from pathlib import Path
 
 import pytest
@@ -16,8 +17,13 @@ from rlrun import launch
 
 
 def _command(tmp_path: Path, strategy: str = "ddp", **kw) -> list[str]:
-    kw.setdefault("num_processes", 2)
-    return launch.accelerate_command(["train", "r.yaml"], strategy=strategy, config_dir=tmp_path, **kw)
+    """The command for 2 processes unless `kw` says otherwise; `kw` mixes Topology's fields and
+    accelerate_command's own keywords."""
+    given = {f.name: kw.pop(f.name) for f in fields(launch.Topology) if f.name in kw}
+    topology = launch.Topology(**{"num_processes": 2, **given})
+    return launch.accelerate_command(
+        ["train", "r.yaml"], topology, strategy=strategy, config_dir=tmp_path, **kw
+    )
 
 
 def _value(command: list[str], flag: str) -> str:
@@ -99,7 +105,7 @@ def test_relaunch_refuses_to_recurse(monkeypatch):
     monkeypatch.setenv(launch.RELAUNCH_ENV, "1")
     assert launch.is_relaunched()
     with pytest.raises(RuntimeError, match="refusing to relaunch"):
-        launch.relaunch_with_accelerate(["train", "r.yaml"], 2)
+        launch.relaunch_with_accelerate(["train", "r.yaml"], launch.Topology(2))
 
 
 def test_relaunch_cleans_up_its_config_files(monkeypatch, tmp_path):
@@ -113,7 +119,9 @@ def test_relaunch_cleans_up_its_config_files(monkeypatch, tmp_path):
 
     monkeypatch.delenv(launch.RELAUNCH_ENV, raising=False)
     monkeypatch.setattr(launch.subprocess, "run", fake_run)
-    assert launch.relaunch_with_accelerate(["train", "r.yaml"], 2, strategy="deepspeed_zero2", cpu=True) == 3
+    topology = launch.Topology(2)
+    code = launch.relaunch_with_accelerate(["train", "r.yaml"], topology, strategy="deepspeed_zero2", cpu=True)
+    assert code == 3
     assert seen["exists"] and not seen["file"].exists()
     assert seen["env"][launch.RELAUNCH_ENV] == "1"
     assert seen["env"]["ACCELERATE_USE_CPU"] == "true"
@@ -131,6 +139,7 @@ def test_two_cpu_processes_really_start_and_see_each_other(monkeypatch, tmp_path
         dist.all_reduce(total)
         out = os.path.join(sys.argv[1], f"rank{acc.process_index}.txt")
         open(out, "w").write(f"{acc.num_processes} {total.item()} {is_relaunched()}")
+        dist.destroy_process_group()  # a live gloo group can abort the process at shutdown
     """))
     monkeypatch.setattr(launch, "ENTRY_MODULE", "probe_entry")
     monkeypatch.delenv(launch.RELAUNCH_ENV, raising=False)
@@ -138,6 +147,7 @@ def test_two_cpu_processes_really_start_and_see_each_other(monkeypatch, tmp_path
     with socket.socket() as probe:  # a free port: other test runs may share this machine
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    code = launch.relaunch_with_accelerate([str(tmp_path)], 2, main_process_port=port, cpu=True)
+    topology = launch.Topology(2, main_process_port=port)
+    code = launch.relaunch_with_accelerate([str(tmp_path)], topology, cpu=True)
     assert code == 0
     assert [(tmp_path / f"rank{r}.txt").read_text() for r in (0, 1)] == ["2 3.0 True"] * 2
