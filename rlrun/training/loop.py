@@ -8,7 +8,8 @@
         old      <- policy log-probs before update (recomputed only when the sampler's won't do)
         values   <- critic values                  (only with a critic)
         rewards  <- score at the last token, - β·KL(old‖ref) with in-reward KL
-        adv      <- advantage estimator(rewards, groups, values, greedy baselines for ReMax)
+        adv      <- advantage estimator(rewards, groups, values, greedy baselines for ReMax),
+                    over all processes' rows (batch whitening sees the whole batch)
         critic   <- PPO epochs of clipped value loss                     (only with a critic)
         policy   <- PPO epochs over shuffled mini-batches, micro-batch gradient accumulation,
                     loss = policy loss - entropy bonus + KL loss (+ distillation against a teacher),
@@ -36,6 +37,7 @@ from rlrun.algorithms.kl import apply_kl_penalty, kl_penalty
 from rlrun.algorithms.value_loss import compute_value_loss
 from rlrun.recipes import LoadedRecipe
 from rlrun.training.batching import MiniBatch, UpdateMetrics, plan_minibatches
+from rlrun.training.distributed import global_advantages
 from rlrun.training.metrics import Say, Timer, across_processes, batch_metrics
 from rlrun.training.run import Run, RunOptions, start_run
 from rlrun.training.sequences import Sequences, forward_batched, response_log_probs, response_values
@@ -115,7 +117,9 @@ def training_step(s: Session, step: int) -> dict[str, float]:
                     r.algorithm.kl_in_reward.estimator,
                 )
                 metrics |= kl_metrics
-            advantages, returns = s.advantage_fn(
+            advantages, returns = global_advantages(
+                s.accelerator,
+                s.advantage_fn,
                 token_level_rewards,
                 mask,
                 exp.index,

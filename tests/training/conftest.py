@@ -1,6 +1,10 @@
-"""Shared fixtures: a randomly initialised, very small causal LM (milliseconds to build)."""
+"""Shared fixtures: a randomly initialised, very small causal LM (milliseconds to build), and
+the command that starts two local processes."""
 
 from __future__ import annotations
+
+import socket
+import sys
 
 import pytest
 import torch
@@ -33,3 +37,20 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
+
+
+@pytest.fixture
+def torchrun() -> list[str]:
+    """`torchrun` for two processes on this machine; append the script and its arguments."""
+    with socket.socket() as probe:  # a free rendezvous port: other test runs may share this machine
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    return [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nproc_per_node",
+        "2",
+        "--master_port",
+        str(port),
+    ]

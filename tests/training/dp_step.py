@@ -1,8 +1,9 @@
-"""One GRPO step on a fixed rollout, in however many processes launched it (torchrun or plain
-python): every process samples the whole batch with the same seed, keeps its share of the
+"""One training step on a fixed rollout, in however many processes launched it (torchrun or
+plain python): every process samples the whole batch with the same seed, keeps its share of the
 prompts and trains on it. The main process saves the updated policy's parameters.
 
-Usage: python dp_step.py OUT_DIR LOSS_AGG_MODE... -- OVERRIDE...
+Usage: python dp_step.py OUT_DIR RECIPE/LOSS_AGG_MODE... -- OVERRIDE...
+(writes OUT_DIR/RECIPE-LOSS_AGG_MODE.pt for each case)
 """
 
 from __future__ import annotations
@@ -18,8 +19,8 @@ from rlrun.training.loop import training_step
 from rlrun.training.session import Session
 
 
-def train_one_step(overrides: list[str], out: Path) -> None:
-    s = Session(load_recipe("grpo", overrides).recipe)
+def train_one_step(recipe: str, overrides: list[str], out: Path) -> None:
+    s = Session(load_recipe(recipe, overrides).recipe)
     rank, world = s.accelerator.process_index, s.accelerator.num_processes
     whole_batch = s.collector.collect
     s.collector.rank, s.collector.world = 0, 1  # every process samples the whole batch alike
@@ -40,9 +41,10 @@ def main() -> None:
     torch.set_num_threads(1)
     args = sys.argv[1:]
     cut = args.index("--")
-    out, modes, overrides = Path(args[0]), args[1:cut], args[cut + 1 :]
-    for mode in modes:
-        train_one_step([*overrides, f"actor.loss_agg_mode={mode}"], out / f"{mode}.pt")
+    out, cases, overrides = Path(args[0]), args[1:cut], args[cut + 1 :]
+    for case in cases:
+        recipe, mode = case.split("/")
+        train_one_step(recipe, [*overrides, f"actor.loss_agg_mode={mode}"], out / f"{recipe}-{mode}.pt")
 
 
 if __name__ == "__main__":

@@ -66,65 +66,57 @@ def test_sample_counts_must_split_over_the_processes():
 
 
 @pytest.mark.slow
-def test_two_processes_with_half_the_batch_take_the_same_step_as_one(tmp_path):
-    modes = ["token-mean", "seq-mean-token-mean", "seq-mean-token-sum"]
+def test_two_processes_with_half_the_batch_take_the_same_step_as_one(tmp_path, torchrun):
+    # Every loss normalisation, and the estimators that whiten over the whole batch: GAE (ppo,
+    # with a critic) and REINFORCE++ (whose advantages each process alone would get wrong).
+    cases = [
+        "grpo/token-mean",
+        "grpo/seq-mean-token-mean",
+        "grpo/seq-mean-token-sum",
+        "ppo/token-mean",
+        "reinforce_pp/token-mean",
+    ]
     script = [str(Path(__file__).with_name("dp_step.py"))]
-    args = [*modes, "--", *TINY, *SGD_LIKE, "trainer.total_steps=1"]
+    args = [*cases, "--", *TINY, *SGD_LIKE, "trainer.total_steps=1"]
     one, two = tmp_path / "one", tmp_path / "two"
     one.mkdir(), two.mkdir()
-    torchrun = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--nproc_per_node",
-        "2",
-        "--master_port",
-        str(_free_port()),
-    ]
     runs = [
         subprocess.Popen([sys.executable, *script, str(one), *args], env=ENV),
         subprocess.Popen([*torchrun, *script, str(two), *args], env={**ENV, "ACCELERATE_USE_CPU": "true"}),
     ]
     assert [p.wait(timeout=300) for p in runs] == [0, 0]
     start = AutoModelForCausalLM.from_pretrained(resolve_model_path("rlrun:tiny-base")).state_dict()
-    for mode in modes:
-        whole, halves = torch.load(one / f"{mode}.pt"), torch.load(two / f"{mode}.pt")
+    for case in cases:
+        name = case.replace("/", "-") + ".pt"
+        whole, halves = torch.load(one / name), torch.load(two / name)
         assert (whole["processes"], halves["processes"]) == (1, 2)  # really data-parallel
         whole, halves = whole["params"], halves["params"]
         moved = max((whole[k] - start[k]).abs().max().item() for k in whole)
         apart = max((whole[k] - halves[k]).abs().max().item() for k in whole)
-        assert moved > 1e-2, mode
-        assert apart < 1e-5 * moved, (mode, apart, moved)
+        assert moved > 1e-2, case
+        assert apart < 1e-5 * moved, (case, apart, moved)
 
 
 def _train(run_dir: Path, processes: int, steps: int, resume: bool = False) -> None:
-    command = [
-        sys.executable,
-        "-m",
-        "rlrun.launch",
-        "train",
-        "grpo",
-        *TINY,
-        f"trainer.total_steps={steps}",
-        "trainer.eval.prompts=8",
-        "trainer.checkpoint.every_steps=1",
-        "logging.console.enabled=false",
-        "logging.samples_every_steps=1",
-        "--run-dir",
-        str(run_dir),
-        "--num-processes",
-        str(processes),
-    ]
+    if resume:  # `rlrun resume`: the recipe comes from the run directory
+        command = ["resume", str(run_dir), f"trainer.total_steps={steps}"]
+    else:
+        command = [
+            "train",
+            "grpo",
+            *TINY,
+            f"trainer.total_steps={steps}",
+            "trainer.eval.prompts=8",
+            "trainer.checkpoint.every_steps=1",
+            "logging.console.enabled=false",
+            "logging.samples_every_steps=1",
+            "--run-dir",
+            str(run_dir),
+        ]
+    command = [sys.executable, "-m", "rlrun.launch", *command, "--num-processes", str(processes)]
     if processes > 1:
         command += ["--main-process-port", str(_free_port())]
-    result = subprocess.run(
-        command + (["--resume"] if resume else []),
-        env=ENV,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    result = subprocess.run(command, env=ENV, capture_output=True, text=True, timeout=300, check=False)
     assert result.returncode == 0, result.stderr[-3000:]
 
 
