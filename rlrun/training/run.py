@@ -22,6 +22,7 @@ from accelerate import PartialState
 from rlrun.errors import RecipeError
 from rlrun.recipes import LoadedRecipe, algorithm_summary
 from rlrun.training import checkpoint as ckpt
+from rlrun.training.allocator import keep_freed_memory
 from rlrun.training.metrics import (
     ConsoleSink,
     JsonlSink,
@@ -252,6 +253,7 @@ def start_run(
     if state.is_main_process:
         RunDir.open(path, resume=options.resume, overwrite=options.overwrite)
     state.wait_for_everyone()
+    keep_freed_memory()  # every step re-allocates the same buffers: reuse them, don't re-fault them
     session = make_session(loaded.recipe)
     session.warn = say
     return Run(loaded, options, session, say, overrides)
