@@ -10,6 +10,7 @@ Both the rollout engine (generation) and the trainer (log-probs) use it.
 from __future__ import annotations
 
 import inspect
+from functools import cache
 from typing import Any
 
 import torch
@@ -26,7 +27,12 @@ def cache_keyword(model: torch.nn.Module) -> str:
             inner = inner.module
         else:
             break
-    return "cache" if "cache" in inspect.signature(inner.forward).parameters else "past_key_values"
+    return _cache_keyword_of(type(inner))
+
+
+@cache
+def _cache_keyword_of(model_class: type) -> str:
+    return "cache" if "cache" in inspect.signature(model_class.forward).parameters else "past_key_values"
 
 
 def prefill(

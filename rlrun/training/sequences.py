@@ -26,6 +26,7 @@ class Sequences:
     input_ids: torch.Tensor  # (N, P+T) long
     attention_mask: torch.Tensor  # (N, P+T) long
     response_mask: torch.Tensor  # (N, T) float32, 1 on response tokens
+    prompt_index: torch.Tensor  # (N,) long: rows with equal values continue the same prompt
     pad_id: int = 0
 
     @property
@@ -59,6 +60,7 @@ class Sequences:
                 [prompt_mask.repeat_interleave(n, 0).to(device), response_mask.long()], 1
             ),
             response_mask=response_mask.float(),
+            prompt_index=torch.arange(len(prompt_ids), device=device).repeat_interleave(n),
             pad_id=pad_id,
         )
 
@@ -72,10 +74,13 @@ class Sequences:
             t = p.response_mask.shape[1]
             return torch.nn.functional.pad(x, (prompt_width - (x.shape[1] - t), width - t), value=value)
 
+        # Each part's prompts stay distinct from every other part's.
+        offsets = torch.tensor([0] + [int(p.prompt_index.max()) + 1 for p in parts[:-1]]).cumsum(0).tolist()
         return cls(
             input_ids=torch.cat([pad(p, p.input_ids, p.pad_id) for p in parts]),
             attention_mask=torch.cat([pad(p, p.attention_mask, 0) for p in parts]),
             response_mask=torch.cat([pad_response(p.response_mask, width) for p in parts]),
+            prompt_index=torch.cat([p.prompt_index + offset for p, offset in zip(parts, offsets)]),
             pad_id=parts[0].pad_id,
         )
 
@@ -89,6 +94,7 @@ class Sequences:
             input_ids=self.input_ids[idx, :end],
             attention_mask=self.attention_mask[idx, :end],
             response_mask=mask[:, :keep],
+            prompt_index=self.prompt_index[idx],
             pad_id=self.pad_id,
         )
 
@@ -106,9 +112,7 @@ def response_logits(model: torch.nn.Module, seq: Sequences) -> torch.Tensor:
     Without repeats, or under gradient checkpointing (which would replay the cache appends),
     every row runs whole."""
     T, P = seq.response_mask.shape[1], seq.prompt_width
-    prompts, rows = torch.unique(
-        torch.cat([seq.input_ids[:, :P], seq.attention_mask[:, :P]], 1), dim=0, return_inverse=True
-    )
+    prompts, rows = torch.unique(seq.prompt_index, return_inverse=True)
     if len(prompts) == len(rows) or _checkpointing(model):
         out = model(
             input_ids=seq.input_ids,
@@ -118,7 +122,9 @@ def response_logits(model: torch.nn.Module, seq: Sequences) -> torch.Tensor:
             logits_to_keep=T + 1,
         )
         return out.logits[:, :-1].float()
-    first, cache = prefill(model, prompts[:, :P], prompts[:, P:])
+    # Any one row of each prompt (they are equal in the prompt columns).
+    row_of_prompt = torch.empty_like(prompts).scatter_(0, rows, torch.arange(len(rows), device=rows.device))
+    first, cache = prefill(model, seq.input_ids[row_of_prompt, :P], seq.attention_mask[row_of_prompt, :P])
     cache.batch_select_indices(rows)
     out = model(
         input_ids=seq.response_ids,

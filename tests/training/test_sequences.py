@@ -28,6 +28,13 @@ def test_rows_cut_shared_response_padding():
     assert sub.response_ids[0].tolist() == [13, 0, 0]
 
 
+def test_prompt_index_follows_rows_and_stays_distinct_across_concatenated_parts():
+    seq = Sequences.build([[5], [6]], torch.ones(4, 1, dtype=torch.long), torch.ones(4, 1), pad_id=0, n=2)
+    assert seq.prompt_index.tolist() == [0, 0, 1, 1]
+    assert seq.rows(torch.tensor([3, 0])).prompt_index.tolist() == [1, 0]
+    assert Sequences.concat([seq, seq.rows(torch.tensor([2]))]).prompt_index.tolist() == [0, 0, 1, 1, 3]
+
+
 def test_concat_repads_both_sides():
     a = _seq().rows(torch.tensor([1]))  # prompt width 3, response width 1
     b = Sequences.build([[4, 4, 4, 4]], torch.tensor([[7, 7]]), torch.ones(1, 2), pad_id=0)
@@ -54,10 +61,10 @@ def test_log_probs_are_invariant_to_padding_and_batching(random_lm):
 
 
 def _grouped_seq():
-    """Two prompts (one left-padded) answered twice each, rows interleaved, one response empty-tailed."""
-    responses = torch.tensor([[11, 12, 1], [13, 0, 0], [14, 15, 16], [17, 18, 0]])
-    seq = Sequences.build([[5, 6, 7], [8, 9], [5, 6, 7], [8, 9]], responses, (responses != 0).long(), pad_id=0)
-    return seq
+    """Two prompts (one left-padded) answered twice each, rows interleaved, responses of 1-3 tokens."""
+    responses = torch.tensor([[11, 12, 1], [14, 15, 16], [13, 0, 0], [17, 18, 0]])
+    seq = Sequences.build([[5, 6, 7], [8, 9]], responses, (responses != 0).long(), pad_id=0, n=2)
+    return seq.rows(torch.tensor([0, 2, 1, 3]))
 
 
 def _row_by_row(model, seq):
