@@ -286,11 +286,8 @@ def run_side(spec: Spec) -> Result:
     work = Path(spec.work_dir)
     work.mkdir(parents=True, exist_ok=True)
     (work / "spec.json").write_text(json.dumps(asdict(spec)))
-    # Threads that sleep instead of spinning while they wait: on a shared machine spinning
-    # OpenMP threads steal the cores the work needs, and the timings measure the contention.
-    env = {"OMP_WAIT_POLICY": "PASSIVE", **os.environ}
-    subprocess.run([sys.executable, __file__, "--worker", str(work / "spec.json")], check=True,
-                   stdout=sys.stderr, env=env)
+    # Both sides inherit this environment as is, OpenMP's wait policy included (benchmarks/README.md).
+    subprocess.run([sys.executable, __file__, "--worker", str(work / "spec.json")], check=True, stdout=sys.stderr)
     data = json.loads((work / "result.json").read_text())
     return Result(spec=Spec(**data.pop("spec")), **data)
 
@@ -342,7 +339,7 @@ def environment() -> str:
     sha = git("rev-parse", "--short", "HEAD") + (" + uncommitted changes" if git("status", "--porcelain", "--", ":/rlrun") else "")
     return (f"rlrun {rlrun.__version__} ({sha}), trl {trl.__version__}, transformers {transformers.__version__}, "
             f"torch {torch.__version__}, python {platform.python_version()}, {torch.get_num_threads()} threads, "
-            f"{platform.processor() or platform.machine()}")
+            f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY', '(default)')}, {platform.processor() or platform.machine()}")
 
 
 def main() -> None:
