@@ -104,7 +104,9 @@ def _require_two(count: torch.Tensor) -> None:
 def masked_whiten(values: torch.Tensor, mask: torch.Tensor, shift_mean: bool = True) -> torch.Tensor:
     """`(values - μ)·rsqrt(var + 1e-8)` with μ, var over the mask, applied to every position."""
     mean, centred, var = _mean_centred_var(values, mask, unbiased=True)
-    whitened = centred.mul_(torch.rsqrt(var + WHITEN_EPS))  # `centred` is ours: scale it in place
+    scale = torch.rsqrt(var + WHITEN_EPS)
+    # `centred` is ours to scale in place, unless autograd saved it for var's backward.
+    whitened = centred * scale if centred.requires_grad else centred.mul_(scale)
     if not shift_mean:
         whitened += mean
     return whitened

@@ -100,3 +100,9 @@ def test_entropy_from_logits():
     assert entropy_from_logits(p.log()).item() == pytest.approx(-(p * p.log()).sum().item())
     assert entropy_from_logits(torch.tensor([[100.0, 0.0, 0.0]])).item() == pytest.approx(0.0, abs=1e-6)
     assert entropy_from_logits(torch.randn(2, 5, 7)).shape == (2, 5)
+
+
+def test_masked_whiten_is_differentiable():
+    values = torch.tensor([[1.0, 2.0, 4.0], [3.0, 5.0, 0.0]], dtype=torch.float64, requires_grad=True)
+    mask = torch.tensor([[1, 1, 1], [1, 1, 0]])
+    assert torch.autograd.gradcheck(lambda v: masked_whiten(v, mask), (values,))
