@@ -326,6 +326,9 @@ def train(
     overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace an existing run directory.")] = False,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Validate, load the models, run one rollout and "
                                           "one update on a tiny batch; report time and memory; write nothing.")] = False,
+    profile: Annotated[bool, typer.Option("--profile", help="Record steps 2-4 with torch.profiler into "
+                                          "`<run>/profile/`: trace.json (open in Perfetto or chrome://tracing) "
+                                          "and ops.txt (operators by self time).")] = False,
     num_processes: NumProcessesOpt = 1,
     num_machines: NumMachinesOpt = 1,
     machine_rank: MachineRankOpt = 0,
@@ -348,7 +351,8 @@ def train(
     _relaunch_if_multi_process(loaded, topology, accelerate_config)
     from rlrun.training.run import RunOptions
 
-    _train(loaded, RunOptions(run_dir=run_dir, name=name, resume=resume, overwrite=overwrite), overrides or [])
+    options = RunOptions(run_dir=run_dir, name=name, resume=resume, overwrite=overwrite, profile=profile)
+    _train(loaded, options, overrides or [])
 
 
 @app.command("resume")

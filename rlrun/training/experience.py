@@ -7,7 +7,6 @@ and groups are kept or dropped whole, so the group index is always `arange(G).re
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import partial
@@ -21,6 +20,7 @@ from rlrun.rewards import RewardFunction, RewardOutput
 from rlrun.rollout import FINISH_LENGTH, RolloutEngine, SamplingParams
 from rlrun.schema.algorithm import GroupFilter
 from rlrun.schema.reward import OverlongShaping
+from rlrun.training.profiling import Timer
 from rlrun.training.sequences import Sequences, pad_response
 
 
@@ -76,7 +76,7 @@ class ExperienceCollector:
         self.rank, self.world = rank, world  # data parallelism: each process takes its share of the prompts
         self.everywhere = everywhere  # True on every process when true on all of them (a collective)
         self.frac_zero_std = 0.0  # of the last collection, before any filtering
-        self.timing = {"gen": 0.0, "reward": 0.0}  # seconds spent since the last reset
+        self.timer = Timer()  # the loop hands in each step's own, to time "gen" and "reward"
 
     def collect(self, num_prompts: int, seed: int) -> tuple[Experience, int]:
         """`num_prompts` groups (this process's share) of `sampling.n` scored responses and the number of generation
@@ -114,29 +114,27 @@ class ExperienceCollector:
     def generate(self, prompts: list[int], sampling: SamplingParams, seed: int | None = None) -> Experience:
         """Sample and score `sampling.n` responses for each of the dataset's rows `prompts`."""
         data = self.dataset.take(prompts)
-        t0 = time.perf_counter()
-        rollout = self.engine.generate(data.prompt_ids, replace(sampling, seed=seed))
-        t1 = time.perf_counter()
+        with self.timer("gen"):
+            rollout = self.engine.generate(data.prompt_ids, replace(sampling, seed=seed))
         n = sampling.n
-        completions = self.tokenizer.batch_decode(rollout.response_ids, skip_special_tokens=True)
-        repeat = partial(_repeat, n=n)  # prompt-major rows
-        reward = self.reward_fn(
-            repeat(data.prompts),
-            completions,
-            repeat(data.ground_truths),
-            **{k: repeat(col) for k, col in data.extra.items()},
-        )
-        lengths = rollout.response_lengths.to(self.device)
-        scores = reward.scores.to(self.device)
-        if self.overlong.enabled:
-            scores = scores + overlong_penalty(
-                lengths,
-                max_response_length=sampling.max_tokens,
-                buffer_length=self.overlong.buffer_tokens,
-                penalty_factor=self.overlong.penalty_factor,
+        with self.timer("reward"):
+            completions = self.tokenizer.batch_decode(rollout.response_ids, skip_special_tokens=True)
+            repeat = partial(_repeat, n=n)  # prompt-major rows
+            reward = self.reward_fn(
+                repeat(data.prompts),
+                completions,
+                repeat(data.ground_truths),
+                **{k: repeat(col) for k, col in data.extra.items()},
             )
-        self.timing["gen"] += t1 - t0
-        self.timing["reward"] += time.perf_counter() - t1
+            lengths = rollout.response_lengths.to(self.device)
+            scores = reward.scores.to(self.device)
+            if self.overlong.enabled:
+                scores = scores + overlong_penalty(
+                    lengths,
+                    max_response_length=sampling.max_tokens,
+                    buffer_length=self.overlong.buffer_tokens,
+                    penalty_factor=self.overlong.penalty_factor,
+                )
         seq = Sequences.build(
             data.prompt_ids,
             rollout.response_ids.to(self.device),

@@ -38,7 +38,8 @@ from rlrun.algorithms.value_loss import compute_value_loss
 from rlrun.recipes import LoadedRecipe
 from rlrun.training.batching import MiniBatch, UpdateMetrics, plan_minibatches
 from rlrun.training.distributed import global_advantages
-from rlrun.training.metrics import Say, Timer, across_processes, batch_metrics
+from rlrun.training.metrics import Say, across_processes, batch_metrics
+from rlrun.training.profiling import Timer, profiled_steps
 from rlrun.training.run import Run, RunOptions, start_run
 from rlrun.training.sequences import Sequences, forward_batched, response_log_probs, response_values
 from rlrun.training.session import GEN_STREAM, SHUFFLE_STREAM, Session, step_seed
@@ -54,11 +55,12 @@ def train(
     """Run (or resume) the recipe to `trainer.total_steps`; returns the finished run."""
     run = start_run(loaded, options, say, list(overrides or []))
     s, total = run.session, loaded.recipe.trainer.total_steps
-    with run.supervise():
+    with run.supervise(), profiled_steps(run.profile_dir, s.accelerator.process_index) as step_done:
         if s.step == 0:
             run.log(0, s.evaluate())  # the starting point every curve is compared with
         for step in range(s.step + 1, total + 1):
             metrics = training_step(s, step)
+            step_done()
             s.step = step
             if run.eval_due(step):
                 metrics |= s.evaluate()
@@ -75,7 +77,7 @@ def training_step(s: Session, step: int) -> dict[str, float]:
     r, needs = s.recipe, s.needs
     timer = Timer()
     with timer("step"):
-        s.collector.timing = {"gen": 0.0, "reward": 0.0}
+        s.collector.timer = timer
         exp, gen_batches = s.collector.collect(
             r.trainer.prompts_per_step // s.accelerator.num_processes,
             step_seed(r.trainer.seed, step, GEN_STREAM),
@@ -85,7 +87,6 @@ def training_step(s: Session, step: int) -> dict[str, float]:
         if needs.greedy_baseline:  # ReMax: the reward of one greedy response per prompt
             greedy = s.collector.generate(exp.prompts, replace(s.sampling, n=1, greedy=True))
             baselines = greedy.scores.repeat_interleave(exp.n)
-        timer.add(s.collector.timing)
 
         forward = partial(forward_batched, seq=seq, chunk=r.actor.micro_batch_samples)
         temperature = r.rollout.temperature

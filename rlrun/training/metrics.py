@@ -10,8 +10,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from netrc import netrc
 from pathlib import Path
 from typing import Any, Protocol
@@ -58,25 +57,6 @@ TABLE_METRICS = (
     "perf/throughput",
     "timing_s/step",
 )
-
-
-class Timer:
-    """Seconds per phase of a step: `with timer("gen"): ...` (phases may repeat and add up)."""
-
-    def __init__(self) -> None:
-        self.seconds: dict[str, float] = {}
-
-    @contextmanager
-    def __call__(self, phase: str) -> Iterator[None]:
-        start = time.perf_counter()
-        try:
-            yield
-        finally:
-            self.add({phase: time.perf_counter() - start})
-
-    def add(self, seconds: dict[str, float]) -> None:
-        for phase, value in seconds.items():
-            self.seconds[phase] = self.seconds.get(phase, 0.0) + value
 
 
 @torch.no_grad()

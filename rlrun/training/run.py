@@ -47,6 +47,7 @@ class RunOptions:
     name: str | None = None  # default: <recipe file stem>-<UTC time>
     resume: bool = False
     overwrite: bool = False
+    profile: bool = False  # record a few steps with torch.profiler into <run>/profile/
 
 
 def default_run_dir(loaded: LoadedRecipe, options: RunOptions) -> Path:
@@ -75,6 +76,7 @@ class Run:
         self.main = session.accelerator.is_main_process
         path = default_run_dir(loaded, options)
         self.dir = RunDir(path)
+        self.profile_dir = path / "profile" if options.profile else None
         self.start_wall = 0.0
         self.stop_requested = False
         resume_from = None

@@ -233,3 +233,21 @@ def test_component_variants_train(recipe, variant, tmp_path):
     assert run.status == "finished"
     last = records(tmp_path / "r")[-1]
     assert not any(math.isnan(v) for v in last.values()), last
+
+
+def test_profile_records_the_loop_phases_of_steps_2_to_4(tmp_path):
+    run_dir = tmp_path / "run"
+    result = subprocess.run(
+        _cli("train", "grpo", *small("grpo", steps=5), "--run-dir", str(run_dir), "--profile"),
+        check=False,
+        capture_output=True,
+        text=True,
+        env=ENV,
+        cwd=tmp_path,
+    )
+    assert result.returncode == 0, result.stderr
+    events = json.loads((run_dir / "profile" / "trace.json").read_text())["traceEvents"]
+    phases = [e["name"] for e in events if e.get("name") in ("step", "gen", "update_actor")]
+    assert sorted(phases) == sorted(["step", "gen", "update_actor"] * 3)
+    assert "aten::mm" in (run_dir / "profile" / "ops.txt").read_text()
+    assert len(records(run_dir)) == 6  # the run itself is complete: step 0 (evaluation) and 1-5
