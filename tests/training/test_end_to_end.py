@@ -108,6 +108,13 @@ def _cli(*args: str) -> list[str]:
     return [sys.executable, "-c", "from rlrun.cli import app; app()", *args]
 
 
+def _run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    """`rlrun ARGS` in `cwd`, asserted to exit 0; returns its output."""
+    result = subprocess.run(_cli(*args), check=False, capture_output=True, text=True, env=ENV, cwd=cwd)
+    assert result.returncode == 0, result.stderr
+    return result
+
+
 def test_kill_9_then_resume_ends_exactly_like_an_uninterrupted_run(tmp_path):
     overrides = small("grpo", steps=8)
     subprocess.run(
@@ -176,15 +183,7 @@ def test_ctrl_c_saves_a_checkpoint_and_marks_the_run_interrupted(tmp_path):
 
 
 def test_dry_run_writes_nothing(tmp_path):
-    result = subprocess.run(
-        _cli("train", "dapo", f"trainer.output_dir={tmp_path}", "--dry-run"),
-        check=False,
-        capture_output=True,
-        text=True,
-        env=ENV,
-        cwd=tmp_path,
-    )
-    assert result.returncode == 0, result.stderr
+    result = _run_cli("train", "dapo", f"trainer.output_dir={tmp_path}", "--dry-run", cwd=tmp_path)
     assert "update_actor" in result.stdout and "peak rss" in result.stdout
     assert list(tmp_path.iterdir()) == []
 
@@ -237,15 +236,7 @@ def test_component_variants_train(recipe, variant, tmp_path):
 
 def test_profile_records_the_loop_phases_of_steps_2_to_4(tmp_path):
     run_dir = tmp_path / "run"
-    result = subprocess.run(
-        _cli("train", "grpo", *small("grpo", steps=5), "--run-dir", str(run_dir), "--profile"),
-        check=False,
-        capture_output=True,
-        text=True,
-        env=ENV,
-        cwd=tmp_path,
-    )
-    assert result.returncode == 0, result.stderr
+    _run_cli("train", "grpo", *small("grpo", steps=5), "--run-dir", str(run_dir), "--profile", cwd=tmp_path)
     events = json.loads((run_dir / "profile" / "trace.json").read_text())["traceEvents"]
     phases = [e["name"] for e in events if e.get("name") in ("step", "gen", "update_actor")]
     assert sorted(phases) == sorted(["step", "gen", "update_actor"] * 3)
