@@ -75,7 +75,8 @@ class Sequences:
             return torch.nn.functional.pad(x, (prompt_width - (x.shape[1] - t), width - t), value=value)
 
         # Each part's prompts stay distinct from every other part's.
-        offsets = torch.tensor([0] + [int(p.prompt_index.max()) + 1 for p in parts[:-1]]).cumsum(0).tolist()
+        ends = [int(p.prompt_index.max()) + 1 if len(p.prompt_index) else 0 for p in parts[:-1]]
+        offsets = torch.tensor([0, *ends]).cumsum(0).tolist()
         return cls(
             input_ids=torch.cat([pad(p, p.input_ids, p.pad_id) for p in parts]),
             attention_mask=torch.cat([pad(p, p.attention_mask, 0) for p in parts]),

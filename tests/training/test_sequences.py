@@ -33,6 +33,8 @@ def test_prompt_index_follows_rows_and_stays_distinct_across_concatenated_parts(
     assert seq.prompt_index.tolist() == [0, 0, 1, 1]
     assert seq.rows(torch.tensor([3, 0])).prompt_index.tolist() == [1, 0]
     assert Sequences.concat([seq, seq.rows(torch.tensor([2]))]).prompt_index.tolist() == [0, 0, 1, 1, 3]
+    empty = seq.rows(torch.tensor([], dtype=torch.long))  # dynamic sampling may keep no group of a batch
+    assert Sequences.concat([empty, seq]).prompt_index.tolist() == [0, 0, 1, 1]
 
 
 def test_concat_repads_both_sides():
