@@ -1,8 +1,8 @@
 """Rollout engines: the contract (`base`) and the registered implementations.
 
-``hf`` (transformers ``generate``) is always available. ``vllm`` is registered lazily:
-its module, ``rlrun.rollout.vllm``, is imported only when the engine is built, so importing
-rlrun never imports vLLM.
+``hf`` (a sampling loop over a transformers model's KV cache) is always available. ``vllm``
+is registered lazily: its module, ``rlrun.rollout.vllm``, is imported only when the engine is
+built, so importing rlrun never imports vLLM.
 """
 
 from __future__ import annotations
