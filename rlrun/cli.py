@@ -314,6 +314,11 @@ AccelerateConfigOpt = Annotated[Path | None, typer.Option("--accelerate-config",
                                                           rich_help_panel=SCALE_OUT)]
 
 
+ProfileOpt = Annotated[bool, typer.Option("--profile", help="Record steps 2-4 (of this invocation) with "
+                                          "torch.profiler into `<run>/profile/`: trace.json (open in Perfetto or "
+                                          "chrome://tracing) and ops.txt (operators by self time).")]
+
+
 @app.command()
 def train(
     recipe: RecipeArg,
@@ -326,9 +331,7 @@ def train(
     overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace an existing run directory.")] = False,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Validate, load the models, run one rollout and "
                                           "one update on a tiny batch; report time and memory; write nothing.")] = False,
-    profile: Annotated[bool, typer.Option("--profile", help="Record steps 2-4 with torch.profiler into "
-                                          "`<run>/profile/`: trace.json (open in Perfetto or chrome://tracing) "
-                                          "and ops.txt (operators by self time).")] = False,
+    profile: ProfileOpt = False,
     num_processes: NumProcessesOpt = 1,
     num_machines: NumMachinesOpt = 1,
     machine_rank: MachineRankOpt = 0,
@@ -342,7 +345,7 @@ def train(
 
     topology = Topology(num_processes, num_machines, machine_rank, main_process_ip, main_process_port)
     if resume and run_dir is None and Path(recipe).is_dir():  # `rlrun train --resume runs/x`
-        return _resume(Path(recipe), overrides or [], topology, accelerate_config)
+        return _resume(Path(recipe), overrides or [], topology, accelerate_config, profile)
     with user_errors():
         loaded = load_recipe(recipe, overrides or [])
     _print_issues(loaded.notices, "notice", "yellow")
@@ -365,6 +368,7 @@ def resume_run(
     main_process_ip: MainProcessIpOpt = None,
     main_process_port: MainProcessPortOpt = None,
     accelerate_config: AccelerateConfigOpt = None,
+    profile: ProfileOpt = False,
 ) -> None:
     """Continue a run from its latest checkpoint, with the recipe it was started with (overrides
     may change anything but the model, tokenizer and data, e.g. `trainer.total_steps=500`), in
@@ -372,16 +376,18 @@ def resume_run(
     from rlrun.launch import Topology
 
     topology = Topology(num_processes, num_machines, machine_rank, main_process_ip, main_process_port)
-    _resume(run_dir, overrides or [], topology, accelerate_config)
+    _resume(run_dir, overrides or [], topology, accelerate_config, profile)
 
 
-def _resume(run_dir: Path, overrides: list[str], topology: Topology, accelerate_config: Path | None) -> None:
+def _resume(
+    run_dir: Path, overrides: list[str], topology: Topology, accelerate_config: Path | None, profile: bool
+) -> None:
     from rlrun.training.run import RunOptions
 
     with user_errors():
         loaded = load_recipe(run_dir / "resolved.yaml", overrides)
     _relaunch_if_multi_process(loaded, topology, accelerate_config)
-    _train(loaded, RunOptions(run_dir=run_dir, resume=True), overrides)
+    _train(loaded, RunOptions(run_dir=run_dir, resume=True, profile=profile), overrides)
 
 
 def _relaunch_if_multi_process(

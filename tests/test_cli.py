@@ -208,6 +208,17 @@ def test_resume_relaunches_with_the_topology_and_the_runs_strategy(monkeypatch, 
     }
 
 
+@pytest.mark.parametrize("command", [["resume"], ["train", "--resume"]])
+def test_resume_passes_profile_on_to_the_run(monkeypatch, run_dir, command):
+    import rlrun.cli
+
+    seen = []
+    monkeypatch.setattr(rlrun.cli, "_train", lambda loaded, options, overrides: seen.append(options))
+    result = runner.invoke(app, [*command, str(run_dir), "--profile"])
+    assert result.exit_code == 0, result.output
+    assert [(o.run_dir, o.resume, o.profile) for o in seen] == [(run_dir, True, True)]
+
+
 @pytest.mark.parametrize("command", [["train", "grpo"], ["resume", "RUN_DIR"]])
 def test_train_and_resume_check_the_process_split_before_launching(monkeypatch, run_dir, command):
     import rlrun.launch
