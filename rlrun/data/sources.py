@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from collections.abc import Mapping
 from pathlib import Path
@@ -11,13 +12,16 @@ from rlrun.tasks.arithmetic import ArithmeticTask
 
 ARITHMETIC = "rlrun:arithmetic"
 FILE_SUFFIXES = (".jsonl", ".json", ".parquet")
+DATA_EXTRA = "pip install 'rlrun[data]'"
 
 
 class DataError(ValueError):
     """A dataset cannot be loaded or does not fit the recipe (missing keys, overlong prompts...)."""
 
 
-def load_records(source: str, split: str, arithmetic: Mapping[str, Any] | None = None) -> list[dict[str, Any]] | None:
+def load_records(
+    source: str, split: str, arithmetic: Mapping[str, Any] | None = None
+) -> list[dict[str, Any]] | None:
     """Records of ``split`` ("train" | "validation"); None when the source has no such split.
 
     ``rlrun:arithmetic`` uses the ``data.arithmetic`` settings; a file is one split by itself;
@@ -39,14 +43,32 @@ def is_split_source(source: str) -> bool:
     return source == ARITHMETIC or source.startswith("hf:")
 
 
+def reader_package(source: str) -> str | None:
+    """The optional package that reads `source` (`pyarrow` for parquet files, `datasets` for
+    the hub), or None when it needs none."""
+    if source.startswith("hf:"):
+        return "datasets"
+    return "pyarrow" if source.endswith(".parquet") else None
+
+
+def missing_reader(source: str) -> str | None:
+    """The package `source` needs that is not installed here, or None."""
+    package = reader_package(source)
+    return package if package is not None and importlib.util.find_spec(package) is None else None
+
+
 def load_file(path: str | Path) -> list[dict[str, Any]]:
     """Records of a ``.jsonl``, ``.json`` (a list of objects) or ``.parquet`` file."""
     path = Path(path)
     if path.suffix not in FILE_SUFFIXES:
-        raise DataError(f"{path}: unsupported data file type {path.suffix!r}; use one of {', '.join(FILE_SUFFIXES)}")
+        raise DataError(
+            f"{path}: unsupported data file type {path.suffix!r}; use one of {', '.join(FILE_SUFFIXES)}"
+        )
     if not path.is_file():
         raise DataError(f"{path}: no such data file")
     if path.suffix == ".parquet":
+        if missing_reader(str(path)):
+            raise DataError(f"{path}: reading parquet needs the `pyarrow` package ({DATA_EXTRA})")
         import pyarrow.parquet as pq
 
         return pq.read_table(path).to_pylist()
@@ -68,10 +90,10 @@ def load_file(path: str | Path) -> list[dict[str, Any]]:
 
 
 def _load_hub(spec: str, split: str) -> list[dict[str, Any]] | None:
-    try:
-        import datasets
-    except ImportError:
-        raise DataError(f"hf:{spec} needs the `datasets` package (pip install 'rlrun[data]')") from None
+    if missing_reader(f"hf:{spec}"):
+        raise DataError(f"hf:{spec} needs the `datasets` package ({DATA_EXTRA})")
+    import datasets
+
     name, _, config = spec.partition(":")
     try:
         available = datasets.get_dataset_split_names(name, config or None)

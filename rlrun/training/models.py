@@ -12,6 +12,8 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+import transformers
+from packaging.version import Version
 from transformers import (
     AutoModel,
     AutoModelForCausalLM,
@@ -23,6 +25,18 @@ from transformers import (
 from rlrun.embedded import resolve_model_path
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def dtype_keyword(transformers_version: str) -> str:
+    """The `from_pretrained` keyword for the weights' dtype: `dtype` from transformers 4.56 on,
+    `torch_dtype` before (older versions pass an unknown `dtype` into the config, whose JSON
+    serialisation then fails)."""
+    return "dtype" if Version(transformers_version) >= Version("4.56") else "torch_dtype"
+
+
+def dtype_argument(dtype: torch.dtype) -> dict[str, torch.dtype]:
+    """`from_pretrained(..., **dtype_argument(torch.bfloat16))` on the installed transformers."""
+    return {dtype_keyword(transformers.__version__): dtype}
 
 
 def load_tokenizer(path: str, trust_remote_code: bool = False) -> PreTrainedTokenizerBase:
@@ -37,7 +51,7 @@ def load_causal_lm(
 ) -> PreTrainedModel:
     """A causal LM; frozen (eval mode, no grad) unless `trainable`."""
     model = AutoModelForCausalLM.from_pretrained(
-        resolve_model_path(path), dtype=DTYPES[dtype], trust_remote_code=trust_remote_code
+        resolve_model_path(path), **dtype_argument(DTYPES[dtype]), trust_remote_code=trust_remote_code
     )
     return model.train() if trainable else freeze(model)
 
@@ -77,7 +91,7 @@ class ValueModel(torch.nn.Module):
         cls, path: str, dtype: str = "float32", trust_remote_code: bool = False
     ) -> ValueModel:
         backbone = AutoModel.from_pretrained(
-            resolve_model_path(path), dtype=DTYPES[dtype], trust_remote_code=trust_remote_code
+            resolve_model_path(path), **dtype_argument(DTYPES[dtype]), trust_remote_code=trust_remote_code
         )
         return cls(backbone).to(DTYPES[dtype])
 
