@@ -33,7 +33,7 @@ from rlrun.training.metrics import (
     WandbSink,
     sample_rows,
 )
-from rlrun.training.rundir import RunDir, git_state, now_iso, package_versions
+from rlrun.training.rundir import RunDir, git_state, now_iso, package_versions, run_setup
 from rlrun.training.session import Session, locked_changes, on_cpu
 
 SAMPLES_PER_LOG = 16  # completions written to samples.jsonl / the W&B table each time
@@ -103,10 +103,18 @@ class Run:
             if options.resume:
                 meta["total_steps"] = loaded.recipe.trainer.total_steps  # a resume may extend the run
                 meta.setdefault("resumes", []).append(
-                    {"time": now_iso(), "from_step": session.step, "overrides": overrides}
+                    {
+                        "time": now_iso(),
+                        "from_step": session.step,
+                        "overrides": overrides,
+                        "setup": self._setup(),
+                    }
                 )
             self.dir.write_meta(meta)
         self.logger = MetricsLogger(self.sinks, start_wall=self.start_wall)
+
+    def _setup(self) -> dict[str, Any]:
+        return run_setup(self.session.accelerator, self.recipe.model.dtype)
 
     def _new_meta(self, loaded: LoadedRecipe, overrides: list[str]) -> dict[str, Any]:
         sha, dirty = git_state()
@@ -123,6 +131,7 @@ class Run:
             "total_steps": r.trainer.total_steps,
             "algorithm": algorithm_summary(r),
             "model": r.model.path,
+            "setup": self._setup(),  # of the start; each resume records its own
             "recipe": str(loaded.source_path),
             "overrides": overrides,
             "wandb_run_id": None,
