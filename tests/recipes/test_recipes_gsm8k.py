@@ -5,6 +5,7 @@ them, in the wheel too) is GSM8K-shaped and scorable."""
 from __future__ import annotations
 
 import fnmatch
+import importlib.util
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -102,3 +103,16 @@ def test_validate_by_name_from_any_folder():
     result = CliRunner().invoke(app, ["validate", "gsm8k/grpo_qwen2.5-0.5b", "--portable"])
     assert result.exit_code == 0, result.output
     assert "is a valid recipe" in result.output
+
+
+def test_validate_without_pyarrow_is_a_located_exit_2_naming_the_extra(monkeypatch):
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "pyarrow" else real(name, *a)
+    )
+    result = CliRunner().invoke(app, ["validate", "gsm8k/grpo_qwen2.5-0.5b"], env={"COLUMNS": "400"})
+    assert result.exit_code == 2
+    (line,) = [line for line in result.output.splitlines() if "`data.source`" in line]
+    assert "grpo_qwen2.5-0.5b.yaml, line 29, column 3" in line and "needs the `pyarrow` package" in line
+    assert "pip install 'rlrun[data]'" in line
+    assert "Traceback" not in result.output
