@@ -176,3 +176,35 @@ def test_top_k_then_banned_tokens():
 def test_plain_sampling_follows_the_distribution():
     freq = _draws(SamplingParams()).float() / 4000
     torch.testing.assert_close(freq, _PROBS[0], atol=0.03, rtol=0)
+
+
+def test_a_sample_is_the_one_torch_multinomial_draws_from_the_same_generator_state():
+    logits = torch.randn(5, 11, generator=torch.Generator().manual_seed(0))
+    torch.manual_seed(3)
+    expected = torch.multinomial(logits.softmax(-1), 1).squeeze(-1)
+    torch.manual_seed(3)
+    assert torch.equal(next_token(logits, SamplingParams(), None), expected)
+
+
+def test_ended_rows_leave_the_decode_batch_without_changing_any_sample(model_and_tokenizer, prompts):
+    model, _ = model_and_tokenizer
+    decode_batch_sizes = []
+    hook = model.register_forward_pre_hook(
+        lambda _, args, kwargs: decode_batch_sizes.append(kwargs["input_ids"].shape), with_kwargs=True
+    )
+    sampling = SamplingParams(n=8, max_tokens=12, temperature=1.5, seed=11)
+    try:
+        every_step = _engine(model_and_tokenizer, compact_ended_fraction=0.0).generate(prompts, sampling)
+        compacted_sizes, decode_batch_sizes[:] = list(decode_batch_sizes), []
+        never = _engine(model_and_tokenizer, compact_ended_fraction=2.0).generate(prompts, sampling)
+    finally:
+        hook.remove()
+    lengths = every_step.response_lengths
+    assert lengths.min() < lengths.max()  # rows end at different steps, so compaction happens
+    decode_rows = [shape[0] for shape in compacted_sizes if shape[1] == 1]
+    assert decode_rows == sorted(decode_rows, reverse=True) and decode_rows[-1] < len(lengths)
+    assert all(shape[0] == len(lengths) for shape in decode_batch_sizes if shape[1] == 1)
+    assert torch.equal(every_step.response_ids, never.response_ids)
+    assert torch.equal(every_step.response_mask, never.response_mask)
+    assert every_step.finish_reasons == never.finish_reasons
+    torch.testing.assert_close(every_step.log_probs, never.log_probs, atol=1e-6, rtol=1e-6)
