@@ -564,8 +564,9 @@ def compare_command(
 ) -> None:
     """Compare runs: what changed between them (config), and what it did (metrics, health)."""
     from rlrun.compare.comparison import CompareOptions, compare, to_json
+    from rlrun.compare.inputs import load_input
     from rlrun.compare.render import render
-    from rlrun.compare.runs import RunReadError, load_run
+    from rlrun.compare.runs import RunReadError
     from rlrun.compare.stats import TargetError, parse_target
 
     try:
@@ -578,7 +579,7 @@ def compare_command(
             targets=[parse_target(text) for text in target or []],
             show_all=show_all,
         )
-        comparison = compare([load_run(ref, runs_dir) for ref in runs], options)
+        comparison = compare([load_input(ref, runs_dir) for ref in runs], options)
         if plot is not None:
             from rlrun.compare.plot import plot_runs  # matplotlib is slow to import, and optional
 

@@ -45,7 +45,7 @@ from rlrun.schema import Recipe
 RELAUNCH_ENV = "RLRUN_LAUNCHED"
 STRATEGIES = ("ddp", "fsdp2", "deepspeed_zero2", "deepspeed_zero3")
 MIXED_PRECISIONS = ("no", "bf16", "fp16")
-ENTRY_MODULE = "rlrun.launch"  # each launched process runs `python -m rlrun.launch <argv>`
+ENTRY_MODULE = "rlrun"  # each launched process runs `python -m rlrun <argv>` (rlrun/__main__.py)
 
 
 def is_relaunched() -> bool:
@@ -249,9 +249,3 @@ def check_data_parallel(recipe: Recipe, num_processes: int) -> None:
     ]
     if issues:
         raise RecipeError(issues)
-
-
-if __name__ == "__main__":  # a launched process: the same rlrun command line, run in-process
-    from rlrun.cli import app
-
-    app(prog_name="rlrun")

@@ -48,7 +48,7 @@ def test_ddp_command_runs_rlrun_module_with_topology(tmp_path):
     assert _value(command, "--main_process_port") == "29600"
     assert _value(command, "--mixed_precision") == "bf16"
     assert "--multi_gpu" in command
-    assert command[-4:] == ["--module", "rlrun.launch", "train", "r.yaml"]
+    assert command[-4:] == ["--module", "rlrun", "train", "r.yaml"]
     assert list(tmp_path.iterdir()) == []  # ddp needs no file
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from rlrun.rewards import REWARDS
 from rlrun.rewards.answers import answers_equal, extract_answer
+from rlrun.rewards.registry import REWARDS
 
 try:  # optional: symbolic equivalence for competition-style answers
     import math_verify
