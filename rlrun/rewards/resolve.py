@@ -6,6 +6,7 @@ import importlib
 from collections.abc import Callable
 
 from rlrun.registry import UnknownComponentError
+from rlrun.rewards.registry import REWARDS
 
 
 class RewardSpecError(ValueError):
@@ -14,8 +15,6 @@ class RewardSpecError(ValueError):
 
 def resolve_reward_fn(spec: str) -> Callable[..., object]:
     """The reward function a recipe's ``fn`` names, or a ``RewardSpecError`` saying why not."""
-    from rlrun.rewards import REWARDS
-
     if spec.startswith("rlrun:"):
         try:
             return REWARDS.get(spec)

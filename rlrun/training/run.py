@@ -23,18 +23,10 @@ from rlrun.errors import RecipeError
 from rlrun.recipes import LoadedRecipe, algorithm_summary
 from rlrun.training import checkpoint as ckpt
 from rlrun.training.allocator import keep_freed_memory
-from rlrun.training.metrics import (
-    ConsoleSink,
-    JsonlSink,
-    MetricsLogger,
-    SamplesSink,
-    Say,
-    Sink,
-    WandbSink,
-    sample_rows,
-)
+from rlrun.training.metrics import sample_rows
 from rlrun.training.rundir import RunDir, git_state, now_iso, package_versions
 from rlrun.training.session import Session, locked_changes, on_cpu
+from rlrun.training.sinks import ConsoleSink, JsonlSink, MetricsLogger, SamplesSink, Say, Sink, WandbSink
 
 SAMPLES_PER_LOG = 16  # completions written to samples.jsonl / the W&B table each time
 
