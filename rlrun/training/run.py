@@ -11,7 +11,7 @@ import signal
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -248,7 +248,10 @@ def start_run(
 ) -> Run:
     """Claim the run directory (refusing to reuse one without --resume / --overwrite), then
     build the session and resume it from the latest checkpoint when asked."""
+    # The default name holds the clock's second: fix it once, so the directory claimed here is
+    # the one the run writes into after the (slow) model load.
     path = default_run_dir(loaded, options)
+    options = replace(options, run_dir=path)
     if options.resume:
         check_resume(path, loaded)
     state = PartialState(cpu=on_cpu(loaded.recipe))
