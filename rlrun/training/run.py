@@ -36,7 +36,7 @@ from rlrun.training.metrics import (
     WandbSink,
     sample_rows,
 )
-from rlrun.training.rundir import RunDir, git_state, now_iso, package_versions
+from rlrun.training.rundir import RunDir, check_run_name, git_state, now_iso, package_versions
 from rlrun.training.session import Session, locked_changes, on_cpu
 
 SAMPLES_PER_LOG = 16  # completions written to samples.jsonl / the W&B table each time
@@ -61,6 +61,8 @@ class RunOptions:
 def default_run_dir(loaded: LoadedRecipe, options: RunOptions) -> Path:
     if options.run_dir is not None:
         return Path(options.run_dir)
+    if options.name is not None:
+        check_run_name(options.name)
     name = options.name or f"{loaded.source_path.stem}-{datetime.now(timezone.utc):%Y%m%d-%H%M%S}"
     return Path(loaded.recipe.trainer.output_dir) / name
 
@@ -100,12 +102,18 @@ class Run:
     """A started run: where it writes, and its logging (main process only)."""
 
     def __init__(
-        self, loaded: LoadedRecipe, options: RunOptions, session: Session, say: Say, overrides: list[str]
+        self,
+        loaded: LoadedRecipe,
+        options: RunOptions,
+        session: Session,
+        say: Say,
+        overrides: list[str],
+        directory: RunDir | None = None,  # the claimed (locked) directory, on the main process
     ):
         self.recipe, self.session, self.say = loaded.recipe, session, say
         self.main = session.accelerator.is_main_process
         path = default_run_dir(loaded, options)
-        self.dir = RunDir(path)
+        self.dir = directory or RunDir(path)
         self.profile_dir = path / "profile" if options.profile else None
         self.start_wall = 0.0
         self.stop_requested = False
@@ -258,6 +266,7 @@ class Run:
         if self.main:
             self.logger.close(status)
             self.dir.update_meta(status=status, end_time=now_iso(), final_step=self.session.step)
+            self.dir.release()
         self.status = status
 
 
@@ -291,15 +300,24 @@ def start_run(
     if options.resume:
         check_resume(path, loaded)
     state = PartialState(cpu=on_cpu(loaded.recipe))
-    if state.is_main_process:
+    directory = (
         RunDir.open(path, resume=options.resume, overwrite=options.overwrite)
-    state.wait_for_everyone()
-    keep_freed_memory()  # every step re-allocates the same buffers: reuse them, don't re-fault them
-    session = make_session(loaded.recipe)
-    session.warn = say
-    if on_cpu(loaded.recipe):
-        parameters = sum(p.numel() for p in session.unwrapped_policy.parameters())
-        threads = cpu_threads_for(parameters, os.environ)
-        if threads is not None:
-            torch.set_num_threads(threads)
-    return Run(loaded, options, session, say, overrides)
+        if state.is_main_process
+        else None
+    )
+    try:
+        state.wait_for_everyone()
+        keep_freed_memory()  # every step re-allocates the same buffers: reuse them, don't re-fault them
+        session = make_session(loaded.recipe)
+        session.warn = say
+        if on_cpu(loaded.recipe):
+            parameters = sum(p.numel() for p in session.unwrapped_policy.parameters())
+            threads = cpu_threads_for(parameters, os.environ)
+            if threads is not None:
+                torch.set_num_threads(threads)
+        return Run(loaded, options, session, say, overrides, directory)
+    except BaseException:
+        if directory is not None:  # a run that never started leaves no directory behind
+            directory.release()
+            directory.discard_if_unused()
+        raise
