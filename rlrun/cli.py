@@ -306,21 +306,26 @@ NumProcessesOpt = Annotated[
     int,
     typer.Option(
         "--num-processes",
+        min=1,
         help="Training processes in total (all "
         "machines): > 1 re-launches through `accelerate launch` with "
         "`trainer.strategy`.",
         rich_help_panel=SCALE_OUT,
     ),
 ]
-NumMachinesOpt = Annotated[int, typer.Option("--num-machines", rich_help_panel=SCALE_OUT)]
+NumMachinesOpt = Annotated[int, typer.Option("--num-machines", min=1, rich_help_panel=SCALE_OUT)]
 MachineRankOpt = Annotated[
     int,
-    typer.Option("--machine-rank", help="This machine's rank (0 = the main one).", rich_help_panel=SCALE_OUT),
+    typer.Option(
+        "--machine-rank", min=0, help="This machine's rank (0 = the main one).", rich_help_panel=SCALE_OUT
+    ),
 ]
 MainProcessIpOpt = Annotated[
     str | None, typer.Option("--main-process-ip", help="Address of machine 0.", rich_help_panel=SCALE_OUT)
 ]
-MainProcessPortOpt = Annotated[int | None, typer.Option("--main-process-port", rich_help_panel=SCALE_OUT)]
+MainProcessPortOpt = Annotated[
+    int | None, typer.Option("--main-process-port", min=1, max=65535, rich_help_panel=SCALE_OUT)
+]
 AccelerateConfigOpt = Annotated[
     Path | None,
     typer.Option(
@@ -543,7 +548,8 @@ def compare_command(
         ),
     ] = 5,
     at: Annotated[
-        int | None, typer.Option(help="Compare the runs as they stood at this step.", show_default=False)
+        int | None,
+        typer.Option(min=0, help="Compare the runs as they stood at this step.", show_default=False),
     ] = None,
     target: Annotated[
         list[str] | None,

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import difflib
-import importlib
 from collections.abc import Iterator
 from typing import Any
 
@@ -26,12 +25,16 @@ NAMED_KEYS: dict[KeyPath, str] = {
 def import_plugins(data: dict[str, Any], provenance: Provenance) -> list[ConfigIssue]:
     """Import `algorithm.plugins` so their components register before names are checked."""
     plugins = data.get("algorithm", {}).get("plugins", []) if isinstance(data.get("algorithm"), dict) else []
+    if not plugins:
+        return []
+    from rlrun.rewards.resolve import import_user_module  # imports torch: not at CLI start-up
+
     issues = []
     for index, module in enumerate(plugins if isinstance(plugins, list) else []):
         if not isinstance(module, str):
             continue  # the schema reports the wrong type
         try:
-            importlib.import_module(module)
+            import_user_module(module)
         except Exception as exc:  # noqa: BLE001 (any failure of user code is a recipe problem)
             issues.append(
                 provenance.issue(
