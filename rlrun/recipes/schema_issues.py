@@ -10,7 +10,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from rlrun.errors import ConfigIssue, show_value
-from rlrun.recipes.keys import KeyPath, did_you_mean, dotted, section_at, suggest_keys
+from rlrun.recipes.keys import KeyPath, dotted, section_at, unknown_key_hint
 from rlrun.recipes.provenance import Provenance
 
 _TYPE_NAMES = {
@@ -32,7 +32,7 @@ def _issue(error: Any, data: dict[str, Any], provenance: Provenance) -> ConfigIs
     path = _real_path(data, tuple(error["loc"]))
     kind, found = error["type"], error.get("input")
     if kind == "extra_forbidden":
-        hint = did_you_mean(suggest_keys(path))
+        hint = unknown_key_hint(path, found)
         return provenance.issue(
             path,
             "unknown key" + (f"; {hint}" if hint else ""),

@@ -33,8 +33,8 @@ def extract_answer(text: str) -> str | None:
 def normalize_answer(answer: str) -> str:
     """The answer without what never changes its value: ``\\text{}`` wrappers, dollar signs,
     spacing commands, ``\\left``/``\\right``, degree and percent marks, a leading ``x=``,
-    parentheses around a choice letter, thousands separators and a trailing period; ``\\dfrac``/``\\tfrac``/``\\frac34`` written
-    as ``\\frac{3}{4}``."""
+    parentheses around a choice letter, thousands separators and a trailing period;
+    ``\\dfrac``/``\\tfrac``/``\\frac34`` written as ``\\frac{3}{4}``."""
     answer = _WRAPPERS.sub(r"\1", answer)
     answer = _NOISE.sub("", answer).rstrip(".")
     answer = re.sub(r"\\[dt]frac", r"\\frac", answer)

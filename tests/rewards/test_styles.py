@@ -23,7 +23,8 @@ def other_stacks(tmp_path, monkeypatch):
             pred = found[-1] if found else None
             acc = pred == str(ground_truth)
             bonus = 0.5 if (extra_info or {}).get("split") == "train" else 0.0
-            return {"score": float(acc) + bonus, "acc": acc, "pred": pred, "source_is_gsm8k": data_source == "gsm8k"}
+            gsm8k = data_source == "gsm8k"
+            return {"score": float(acc) + bonus, "acc": acc, "pred": pred, "source_is_gsm8k": gsm8k}
 
         def verl_float(data_source, solution_str, ground_truth, extra_info=None, scale=1.0):
             return scale * len(solution_str)
