@@ -153,7 +153,9 @@ class Session:
             **({"vllm": r.rollout.vllm.model_dump()} if r.rollout.engine == "vllm" else {}),
         )
         self.reward_fn = RewardFunction(
-            [f.model_dump() for f in r.reward.functions], answer_key=r.data.answer_key, chat=self.train_data.chat
+            [f.model_dump() for f in r.reward.functions],
+            answer_key=r.data.answer_key,
+            chat=self.train_data.chat,
         )
         self.sampling = SamplingParams(
             n=r.rollout.n,
