@@ -274,6 +274,75 @@ def recipes_copy(
     console.print(f"Wrote {target}. Check it with `rlrun validate {target}`.", soft_wrap=True)
 
 
+# --- convert ------------------------------------------------------------------------------
+
+convert_app = typer.Typer(help="Recipes from other stacks' configurations.", no_args_is_help=True)
+app.add_typer(convert_app, name="convert")
+
+
+@convert_app.command("verl", context_settings={"ignore_unknown_options": True})
+def convert_verl(
+    source: Annotated[
+        list[str],
+        typer.Argument(
+            help="A verl command line (`python3 -m verl.trainer.main_ppo key=value ...`, or only the "
+            "key=value items), a shell script (.sh) that runs one, or a verl config (.yaml).",
+            show_default=False,
+        ),
+    ],
+    output: Annotated[
+        Path | None,
+        typer.Option(
+            "-o",
+            "--output",
+            help="The recipe file to write (never overwritten); without it, the recipe is printed.",
+        ),
+    ] = None,
+) -> None:
+    """Turn a verl run into an rlrun recipe, with a report of what mapped, what changed unit (verl's
+    ppo_mini_batch_size counts prompts, rlrun's actor.mini_batch_samples samples) and what has no
+    equivalent. The recipe is then checked as `rlrun validate --portable` does; exit code 2 when
+    the input cannot be read or the recipe does not validate.
+    """
+    import tempfile
+
+    from rlrun.convert.verl import ConvertError, convert, read_source
+
+    try:
+        settings, notes, name = read_source(source)
+    except ConvertError as exc:
+        err_console.print(Text(f"error: {exc}", style="red"), soft_wrap=True)
+        raise typer.Exit(USER_ERROR) from None
+    conversion = convert(settings, name)
+    conversion.notes += notes
+    text = conversion.to_yaml()
+    err_console.print(Text(conversion.report()), soft_wrap=True)
+    if output is not None:
+        try:
+            output.parent.mkdir(parents=True, exist_ok=True)
+            with output.open("x", encoding="utf-8") as file:
+                file.write(text)
+        except FileExistsError:
+            err_console.print(
+                Text(
+                    f"{output} already exists; rlrun does not overwrite it. Pick another name.", style="red"
+                ),
+                soft_wrap=True,
+            )
+            raise typer.Exit(USER_ERROR) from None
+    else:
+        print(text, end="")
+    with tempfile.TemporaryDirectory() as scratch:
+        checked = output
+        if checked is None:  # printed: check a copy
+            checked = Path(scratch) / "converted.yaml"
+            checked.write_text(text, encoding="utf-8")
+        with user_errors():
+            load_recipe(checked, environment=False)
+    where = f"wrote {output}" if output else "the recipe above"
+    console.print(f"[green]✓[/] {where}: a valid recipe (`rlrun validate --portable`).", soft_wrap=True)
+
+
 # --- components ---------------------------------------------------------------------------
 
 

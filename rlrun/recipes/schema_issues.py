@@ -11,7 +11,7 @@ import yaml
 from pydantic import ValidationError
 
 from rlrun.errors import ConfigIssue, show_value
-from rlrun.recipes.keys import KeyPath, did_you_mean, dotted, section_at, suggest_keys
+from rlrun.recipes.keys import KeyPath, dotted, section_at, unknown_key_hint
 from rlrun.recipes.provenance import Provenance
 from rlrun.recipes.yaml_io import parse_value
 
@@ -79,7 +79,7 @@ def schema_issues(exc: ValidationError, data: dict[str, Any], provenance: Proven
 def _issue(error: Any, path: KeyPath, provenance: Provenance) -> ConfigIssue:
     kind, found, ctx = error["type"], error.get("input"), error.get("ctx") or {}
     if kind == "extra_forbidden":
-        hint = did_you_mean(suggest_keys(path))
+        hint = unknown_key_hint(path, found)
         return provenance.issue(
             path,
             "unknown key" + (f"; {hint}" if hint else ""),

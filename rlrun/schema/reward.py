@@ -2,14 +2,22 @@
 
 from __future__ import annotations
 
+from typing import Any, Literal
+
 from pydantic import Field
 
 from rlrun.schema.base import NonNegativeFloat, PositiveInt, Section
+
+# How a reward function is called (rlrun.rewards.styles): rlrun's batch contract, verl's
+# per-sample compute_score, TRL's keyword batch; auto reads it from the signature.
+RewardStyle = Literal["auto", "rlrun", "verl", "trl"]
 
 
 class RewardFunction(Section):
     fn: str = Field(min_length=1)
     weight: float = 1.0
+    style: RewardStyle = "auto"
+    kwargs: dict[str, Any] = Field(default_factory=dict)
 
 
 class OverlongShaping(Section):

@@ -152,7 +152,11 @@ class Session:
             max_batch_samples=r.rollout.max_batch_samples,
             **({"vllm": r.rollout.vllm.model_dump()} if r.rollout.engine == "vllm" else {}),
         )
-        self.reward_fn = RewardFunction([f.model_dump() for f in r.reward.functions])
+        self.reward_fn = RewardFunction(
+            [f.model_dump() for f in r.reward.functions],
+            answer_key=r.data.answer_key,
+            chat=self.train_data.chat,
+        )
         self.sampling = SamplingParams(
             n=r.rollout.n,
             max_tokens=r.rollout.max_response_tokens,
