@@ -96,7 +96,9 @@ def _print_issues(issues: list[ConfigIssue], label: str, colour: str) -> None:
         count = f"{len(issues)} {label}" + ("s" if len(issues) > 1 else "")
         body = "\n\n".join(issue.format() for issue in issues)
         # Text, not markup: messages quote user values and pip extras such as rlrun[vllm]
-        err_console.print(Panel(Text(body), title=count, title_align="left", border_style=colour, expand=False))
+        err_console.print(
+            Panel(Text(body), title=count, title_align="left", border_style=colour, expand=False)
+        )
 
 
 def _dicts(issues: list[ConfigIssue]) -> list[dict[str, Any]]:
@@ -300,37 +302,78 @@ RUN_FAILED, INTERRUPTED = 1, 130
 
 # Scale-out options, shared by `train` and `resume`: both relaunch through `accelerate launch`.
 SCALE_OUT = "Scale-out"
-NumProcessesOpt = Annotated[int, typer.Option("--num-processes", help="Training processes in total (all "
-                                              "machines): > 1 re-launches through `accelerate launch` with "
-                                              "`trainer.strategy`.", rich_help_panel=SCALE_OUT)]
+NumProcessesOpt = Annotated[
+    int,
+    typer.Option(
+        "--num-processes",
+        help="Training processes in total (all "
+        "machines): > 1 re-launches through `accelerate launch` with "
+        "`trainer.strategy`.",
+        rich_help_panel=SCALE_OUT,
+    ),
+]
 NumMachinesOpt = Annotated[int, typer.Option("--num-machines", rich_help_panel=SCALE_OUT)]
-MachineRankOpt = Annotated[int, typer.Option("--machine-rank", help="This machine's rank (0 = the main one).",
-                                             rich_help_panel=SCALE_OUT)]
-MainProcessIpOpt = Annotated[str | None, typer.Option("--main-process-ip", help="Address of machine 0.",
-                                                      rich_help_panel=SCALE_OUT)]
+MachineRankOpt = Annotated[
+    int,
+    typer.Option("--machine-rank", help="This machine's rank (0 = the main one).", rich_help_panel=SCALE_OUT),
+]
+MainProcessIpOpt = Annotated[
+    str | None, typer.Option("--main-process-ip", help="Address of machine 0.", rich_help_panel=SCALE_OUT)
+]
 MainProcessPortOpt = Annotated[int | None, typer.Option("--main-process-port", rich_help_panel=SCALE_OUT)]
-AccelerateConfigOpt = Annotated[Path | None, typer.Option("--accelerate-config", help="An `accelerate config` "
-                                                          "file that owns the distributed setup.",
-                                                          rich_help_panel=SCALE_OUT)]
+AccelerateConfigOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--accelerate-config",
+        help="An `accelerate config` file that owns the distributed setup.",
+        rich_help_panel=SCALE_OUT,
+    ),
+]
 
 
-ProfileOpt = Annotated[bool, typer.Option("--profile", help="Record steps 2-4 (of this invocation) with "
-                                          "torch.profiler into `<run>/profile/`: trace.json (open in Perfetto or "
-                                          "chrome://tracing) and ops.txt (operators by self time).")]
+ProfileOpt = Annotated[
+    bool,
+    typer.Option(
+        "--profile",
+        help="Record steps 2-4 (of this invocation) with "
+        "torch.profiler into `<run>/profile/`: trace.json (open in Perfetto or "
+        "chrome://tracing) and ops.txt (operators by self time).",
+    ),
+]
 
 
 @app.command()
 def train(
     recipe: RecipeArg,
     overrides: OverridesArg = None,
-    name: Annotated[str | None, typer.Option("--name", help="Run name: the run directory is "
-                                             "`<trainer.output_dir>/<name>` (default: recipe name + UTC time).")] = None,
+    name: Annotated[
+        str | None,
+        typer.Option(
+            "--name",
+            help="Run name: the run directory is "
+            "`<trainer.output_dir>/<name>` (default: recipe name + UTC time).",
+        ),
+    ] = None,
     run_dir: Annotated[Path | None, typer.Option("--run-dir", help="Write the run here instead.")] = None,
-    resume: Annotated[bool, typer.Option("--resume", help="Continue the run in the run directory from its "
-                                         "latest checkpoint (`rlrun train --resume runs/x` resumes runs/x).")] = False,
-    overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace an existing run directory.")] = False,
-    dry_run: Annotated[bool, typer.Option("--dry-run", help="Validate, load the models, run one rollout and "
-                                          "one update on a tiny batch; report time and memory; write nothing.")] = False,
+    resume: Annotated[
+        bool,
+        typer.Option(
+            "--resume",
+            help="Continue the run in the run directory from its "
+            "latest checkpoint (`rlrun train --resume runs/x` resumes runs/x).",
+        ),
+    ] = False,
+    overwrite: Annotated[
+        bool, typer.Option("--overwrite", help="Replace an existing run directory.")
+    ] = False,
+    dry_run: Annotated[
+        bool,
+        typer.Option(
+            "--dry-run",
+            help="Validate, load the models, run one rollout and "
+            "one update on a tiny batch; report time and memory; write nothing.",
+        ),
+    ] = False,
     profile: ProfileOpt = False,
     num_processes: NumProcessesOpt = 1,
     num_machines: NumMachinesOpt = 1,
@@ -412,8 +455,9 @@ def _relaunch_if_multi_process(
 
 @app.command("export")
 def export(
-    checkpoint: Annotated[Path, typer.Argument(help="A checkpoint, e.g. `runs/x/checkpoints/step_000300`.",
-                                               show_default=False)],
+    checkpoint: Annotated[
+        Path, typer.Argument(help="A checkpoint, e.g. `runs/x/checkpoints/step_000300`.", show_default=False)
+    ],
     out: Annotated[Path, typer.Argument(help="Directory for the exported model.", show_default=False)],
 ) -> None:
     """Write a checkpoint's policy as a plain Hugging Face model with its tokenizer; a LoRA
@@ -574,24 +618,56 @@ class Executor(str, Enum):
 
 @app.command("sweep")
 def sweep_command(
-    sweep_file: Annotated[Path, typer.Argument(help="The sweep file (YAML): `recipe`, `overrides`, `grid` "
-                                               "and/or `list`, `seeds`.", show_default=False)],
-    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan (runs, their state, samples, an "
-                                          "estimated time from finished runs) and start nothing.")] = False,
+    sweep_file: Annotated[
+        Path,
+        typer.Argument(
+            help="The sweep file (YAML): `recipe`, `overrides`, `grid` and/or `list`, `seeds`.",
+            show_default=False,
+        ),
+    ],
+    dry_run: Annotated[
+        bool,
+        typer.Option(
+            "--dry-run",
+            help="Print the plan (runs, their state, samples, an "
+            "estimated time from finished runs) and start nothing.",
+        ),
+    ] = False,
     executor: Annotated[Executor, typer.Option(help="Where the runs train.")] = Executor.local,
-    jobs: Annotated[int | None, typer.Option("--jobs", "-j", min=1, help="Runs at once on this machine "
-                                             "(default: one per GPU, else one per two CPU cores).",
-                                             show_default=False)] = None,
+    jobs: Annotated[
+        int | None,
+        typer.Option(
+            "--jobs",
+            "-j",
+            min=1,
+            help="Runs at once on this machine (default: one per GPU, else one per two CPU cores).",
+            show_default=False,
+        ),
+    ] = None,
     partition: Annotated[str | None, typer.Option(help="SLURM partition.", rich_help_panel=SLURM)] = None,
-    gpus_per_run: Annotated[int, typer.Option(min=0, help="GPUs per node of each run.",
-                                              rich_help_panel=SLURM)] = 1,
-    nodes_per_run: Annotated[int, typer.Option(min=1, help="Nodes of each run (> 1: one `accelerate "
-                                               "launch` per node).", rich_help_panel=SLURM)] = 1,
-    cpus_per_run: Annotated[int, typer.Option(min=1, help="CPU cores per node of each run.",
-                                              rich_help_panel=SLURM)] = 8,
-    time_limit: Annotated[int, typer.Option("--time", min=1, help="Time limit of each job in minutes; a job "
-                                            "stopped at it (or preempted) is requeued and resumes from its "
-                                            "checkpoint.", rich_help_panel=SLURM)] = 240,
+    gpus_per_run: Annotated[
+        int, typer.Option(min=0, help="GPUs per node of each run.", rich_help_panel=SLURM)
+    ] = 1,
+    nodes_per_run: Annotated[
+        int,
+        typer.Option(
+            min=1, help="Nodes of each run (> 1: one `accelerate launch` per node).", rich_help_panel=SLURM
+        ),
+    ] = 1,
+    cpus_per_run: Annotated[
+        int, typer.Option(min=1, help="CPU cores per node of each run.", rich_help_panel=SLURM)
+    ] = 8,
+    time_limit: Annotated[
+        int,
+        typer.Option(
+            "--time",
+            min=1,
+            help="Time limit of each job in minutes; a job "
+            "stopped at it (or preempted) is requeued and resumes from its "
+            "checkpoint.",
+            rich_help_panel=SLURM,
+        ),
+    ] = 240,
 ) -> None:
     """Train every run of a sweep: each point of the grid and list at each seed, named
     `<output_dir>/<sweep>/<key=value,...>/seed-<n>`. Every run's recipe is validated before any
@@ -656,15 +732,22 @@ def _print_sweep_plan(plan: Any, settings: dict[str, Any], concurrent: int) -> N
     )
     table = Table(box=None, padding=(0, 2))
     for column in ("run", "recipe", "state", "steps", "samples"):
-        table.add_column(column, justify="right" if column in ("steps", "samples") else "left", overflow="fold")
+        table.add_column(
+            column, justify="right" if column in ("steps", "samples") else "left", overflow="fold"
+        )
     for run in plan.runs:
         table.add_row(
-            run.name, Path(run.recipe).stem, _STATE_LABELS[run.state], f"{run.steps_done}/{run.total_steps}",
+            run.name,
+            Path(run.recipe).stem,
+            _STATE_LABELS[run.state],
+            f"{run.steps_done}/{run.total_steps}",
             f"{run.samples:,}",
         )
     console.print(table)
     estimate = plan.estimated_seconds(concurrent)
-    where = ", ".join(f"{key} {value}" for key, value in settings.items() if key != "kind" and value not in ((), None))
+    where = ", ".join(
+        f"{key} {value}" for key, value in settings.items() if key != "kind" and value not in ((), None)
+    )
     if not plan.to_do():
         outlook = "nothing to do"
     elif estimate is None:
@@ -674,4 +757,9 @@ def _print_sweep_plan(plan: Any, settings: dict[str, Any], concurrent: int) -> N
     console.print(f"executor: {settings['kind']} ({where}); {outlook}", soft_wrap=True)
 
 
-_STATE_LABELS = {"new": "to start", "resume": "to resume", "finished": "finished", "running": "running elsewhere"}
+_STATE_LABELS = {
+    "new": "to start",
+    "resume": "to resume",
+    "finished": "finished",
+    "running": "running elsewhere",
+}

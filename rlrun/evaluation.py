@@ -57,16 +57,28 @@ def evaluate(
     if greedy and k != 1:
         raise ValueError("greedy evaluation draws one sample per prompt; use k=1 or greedy=false")
     data = dataset.take(range(min(limit or len(dataset), len(dataset))))
-    sampling = SamplingParams(n=k, max_tokens=max_tokens, temperature=temperature, top_p=top_p,
-                              top_k=top_k, greedy=greedy, seed=seed)
+    sampling = SamplingParams(
+        n=k,
+        max_tokens=max_tokens,
+        temperature=temperature,
+        top_p=top_p,
+        top_k=top_k,
+        greedy=greedy,
+        seed=seed,
+    )
     batch = engine.generate(data.prompt_ids, sampling)
     completions = tokenizer.batch_decode(batch.response_ids, skip_special_tokens=True)
+
     def repeat(column: list[Any]) -> list[Any]:  # one entry per response row (prompt-major)
         return [value for value in column for _ in range(k)]
 
     reward = reward or RewardFunction([{"fn": "rlrun:exact_match"}])
-    acc = reward(repeat(data.prompts), completions, repeat(data.ground_truths),
-                 **{name: repeat(col) for name, col in data.extra.items()}).acc
+    acc = reward(
+        repeat(data.prompts),
+        completions,
+        repeat(data.ground_truths),
+        **{name: repeat(col) for name, col in data.extra.items()},
+    ).acc
     correct = (acc > 0.5).view(len(data), k)
     return EvalResult(
         k=k,

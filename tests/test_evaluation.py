@@ -39,13 +39,16 @@ def test_greedy_k1_all_metrics_agree_and_are_deterministic(setup):
 
 def test_sampled_evaluation_is_reproducible_under_a_seed(setup):
     engine, tok, val = setup
-    assert evaluate(engine, tok, val, greedy=False, seed=3, limit=200) == \
-        evaluate(engine, tok, val, greedy=False, seed=3, limit=200)
+    assert evaluate(engine, tok, val, greedy=False, seed=3, limit=200) == evaluate(
+        engine, tok, val, greedy=False, seed=3, limit=200
+    )
 
 
 def test_a_custom_reward_decides_correctness(setup):
     engine, tok, val = setup
     always_wrong = RewardFunction([{"fn": "rlrun:exact_match", "weight": -1.0}, {"fn": "rlrun:math_answer"}])
     # acc follows the first function: exact_match > 0, whatever the weights
-    assert evaluate(engine, tok, val, limit=50, reward=always_wrong).mean_at_k == \
-        evaluate(engine, tok, val, limit=50).mean_at_k
+    assert (
+        evaluate(engine, tok, val, limit=50, reward=always_wrong).mean_at_k
+        == evaluate(engine, tok, val, limit=50).mean_at_k
+    )
