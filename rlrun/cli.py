@@ -678,3 +678,164 @@ def compare_command(
     render(comparison, console)
     if plot is not None:
         console.print(f"wrote {plot}")
+
+
+# --- sweep --------------------------------------------------------------------------------
+# The sweep file, its plan and the executors live in rlrun.sweep; this command prints the plan,
+# starts the runs and reports how each ended.
+
+SLURM = "SLURM (--executor slurm)"
+
+
+class Executor(str, Enum):
+    local = "local"
+    slurm = "slurm"
+
+
+@app.command("sweep")
+def sweep_command(
+    sweep_file: Annotated[
+        Path,
+        typer.Argument(
+            help="The sweep file (YAML): `recipe`, `overrides`, `grid` and/or `list`, `seeds`.",
+            show_default=False,
+        ),
+    ],
+    dry_run: Annotated[
+        bool,
+        typer.Option(
+            "--dry-run",
+            help="Print the plan (runs, their state, samples, an "
+            "estimated time from finished runs) and start nothing.",
+        ),
+    ] = False,
+    executor: Annotated[Executor, typer.Option(help="Where the runs train.")] = Executor.local,
+    jobs: Annotated[
+        int | None,
+        typer.Option(
+            "--jobs",
+            "-j",
+            min=1,
+            help="Runs at once on this machine (default: one per GPU, else one per two CPU cores).",
+            show_default=False,
+        ),
+    ] = None,
+    partition: Annotated[str | None, typer.Option(help="SLURM partition.", rich_help_panel=SLURM)] = None,
+    gpus_per_run: Annotated[
+        int, typer.Option(min=0, help="GPUs per node of each run.", rich_help_panel=SLURM)
+    ] = 1,
+    nodes_per_run: Annotated[
+        int,
+        typer.Option(
+            min=1, help="Nodes of each run (> 1: one `accelerate launch` per node).", rich_help_panel=SLURM
+        ),
+    ] = 1,
+    cpus_per_run: Annotated[
+        int, typer.Option(min=1, help="CPU cores per node of each run.", rich_help_panel=SLURM)
+    ] = 8,
+    time_limit: Annotated[
+        int,
+        typer.Option(
+            "--time",
+            min=1,
+            help="Time limit of each job in minutes; a job "
+            "stopped at it (or preempted) is requeued and resumes from its "
+            "checkpoint.",
+            rich_help_panel=SLURM,
+        ),
+    ] = 240,
+) -> None:
+    """Train every run of a sweep: each point of the grid and list at each seed, named
+    `<output_dir>/<sweep>/<key=value,...>/seed-<n>`. Every run's recipe is validated before any
+    starts. Running the same sweep again resumes unfinished runs and skips finished ones."""
+    from rlrun.sweep.plan import plan_sweep
+    from rlrun.sweep.spec import read_sweep
+
+    with user_errors():
+        plan = plan_sweep(read_sweep(sweep_file))
+    if executor is Executor.slurm:
+        from rlrun.sweep.slurm import SlurmOptions
+
+        slurm = SlurmOptions(partition, gpus_per_run, nodes_per_run, cpus_per_run, time_limit)
+        settings, concurrent = slurm.to_json(), len(plan.to_do())
+    else:
+        from rlrun.sweep.local import machine_slots
+
+        cpu_only = all(run.loaded.recipe.trainer.device == "cpu" for run in plan.runs)
+        slots = machine_slots(len(plan.to_do()), jobs, use_gpus=not cpu_only)
+        settings, concurrent = {"kind": "local", **slots.__dict__}, slots.concurrent
+    _print_sweep_plan(plan, settings, concurrent)
+    if dry_run or not plan.to_do():
+        return
+    plan.write_manifest(settings)
+    if executor is Executor.slurm:
+        from rlrun.sweep.slurm import submit
+
+        try:
+            jobs_by_run = submit(plan, slurm)
+        except ImportError as exc:
+            err_console.print(f"[red]error:[/] {exc}")
+            raise typer.Exit(USER_ERROR) from None
+        for name, job in jobs_by_run.items():
+            console.print(f"{name}: SLURM job {job.job_id}")
+        return
+    from rlrun.sweep.local import run_local
+
+    codes = run_local(plan.to_do(), slots, say=lambda text: err_console.print(text, soft_wrap=True))
+    failed = [name for name, code in codes.items() if code not in (0, None, INTERRUPTED)]
+    stopped = [name for name, code in codes.items() if code in (None, INTERRUPTED)]
+    console.print(
+        f"sweep {plan.sweep.name}: {len(codes) - len(failed) - len(stopped)} run(s) finished, "
+        f"{len(failed)} failed, {len(stopped)} not finished; compare them with `rlrun compare {plan.dir}`",
+        soft_wrap=True,
+    )
+    if failed:
+        raise typer.Exit(RUN_FAILED)
+    if stopped:
+        raise typer.Exit(INTERRUPTED)
+
+
+def _print_sweep_plan(plan: Any, settings: dict[str, Any], concurrent: int) -> None:
+    from rlrun.compare.render import format_duration
+
+    states = [run.state for run in plan.runs]
+    points = len({run.run.point.name for run in plan.runs})
+    console.print(
+        f"sweep [bold]{plan.sweep.name}[/] ({plan.sweep.file}): {points} point(s) × "
+        f"{len(plan.sweep.spec.seeds)} seed(s) = {len(plan.runs)} runs in {plan.dir}/; "
+        + ", ".join(f"{states.count(state)} {label}" for state, label in _STATE_LABELS.items()),
+        soft_wrap=True,
+    )
+    table = Table(box=None, padding=(0, 2))
+    for column in ("run", "recipe", "state", "steps", "samples"):
+        table.add_column(
+            column, justify="right" if column in ("steps", "samples") else "left", overflow="fold"
+        )
+    for run in plan.runs:
+        table.add_row(
+            run.name,
+            Path(run.recipe).stem,
+            _STATE_LABELS[run.state],
+            f"{run.steps_done}/{run.total_steps}",
+            f"{run.samples:,}",
+        )
+    console.print(table)
+    estimate = plan.estimated_seconds(concurrent)
+    where = ", ".join(
+        f"{key} {value}" for key, value in settings.items() if key != "kind" and value not in ((), None)
+    )
+    if not plan.to_do():
+        outlook = "nothing to do"
+    elif estimate is None:
+        outlook = "no finished run to estimate the time from"
+    else:
+        outlook = f"about {format_duration(estimate)} of training at the finished runs' pace (plus start-up)"
+    console.print(f"executor: {settings['kind']} ({where}); {outlook}", soft_wrap=True)
+
+
+_STATE_LABELS = {
+    "new": "to start",
+    "resume": "to resume",
+    "finished": "finished",
+    "running": "running elsewhere",
+}

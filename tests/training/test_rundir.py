@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from rlrun.errors import RecipeError
-from rlrun.training.rundir import MARKER, RunDir, check_run_name, git_state, package_versions
+from rlrun.training.rundir import RunDir, check_run_name, git_state, package_versions
 
 
 def test_new_run_dir_is_created(tmp_path):
