@@ -162,7 +162,7 @@ def _summary_table(loaded: LoadedRecipe) -> Table:
         "model", f"{recipe.model.path} ({recipe.model.dtype}" + (", LoRA)" if recipe.model.lora else ")")
     )
     table.add_row("data", recipe.data.source)
-    rewards = ", ".join(f"{f.fn} × {f.weight:g}" for f in recipe.reward.functions)
+    rewards = ", ".join(f"{f.shown} × {f.weight:g}" for f in recipe.reward.functions)
     table.add_row("reward", rewards)
     table.add_row(
         "steps", f"{recipe.trainer.total_steps} on {recipe.trainer.device} (seed {recipe.trainer.seed})"

@@ -10,6 +10,8 @@ those its signature names, or all of them if it takes ``**kwargs``. A dict resul
 ``"score"``; its other keys are logged as ``<name>/<key>``, and an ``"acc"`` key feeds DAPO's
 group filter. The combined score is the weighted sum of the functions' scores. ``acc`` is the
 ``"acc"`` of the first function that returns one, else whether the first function's score is > 0.
+An entry ``{"model": ...}`` instead of ``{"fn": ...}`` is a learned reward model
+(``rlrun.rewards.reward_model``), scored like any function.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from typing import Any
 import torch
 
 from rlrun.rewards.resolve import resolve_reward_fn, reward_name
+from rlrun.rewards.reward_model import RewardModelScorer, reward_model_name
 
 
 class RewardError(RuntimeError):
@@ -47,13 +50,17 @@ class RewardFunction:
     """Callable over a batch: ``(prompts, completions, ground_truths, **extra) -> RewardOutput``."""
 
     def __init__(self, functions: Sequence[Mapping[str, Any]]):
-        """``functions``: the recipe's ``reward.functions``, each ``{"fn": spec, "weight": float}``."""
+        """``functions``: the recipe's ``reward.functions``, each ``{"fn": spec, "weight": float}``
+        or a reward model's ``{"model": path, "weight": float, ...}``."""
         if not functions:
             raise ValueError("at least one reward function is needed")
         self.terms: list[_Term] = []
         for entry in functions:
-            fn = resolve_reward_fn(entry["fn"])
-            name = base = reward_name(entry["fn"])
+            if "model" in entry:
+                fn, name = RewardModelScorer(entry), reward_model_name(entry)
+            else:
+                fn, name = resolve_reward_fn(entry["fn"]), reward_name(entry["fn"])
+            base = name
             copies = 1
             while name in self.names:  # the same function twice: exact_match, exact_match_2, ...
                 copies += 1
