@@ -96,7 +96,9 @@ def _print_issues(issues: list[ConfigIssue], label: str, colour: str) -> None:
         count = f"{len(issues)} {label}" + ("s" if len(issues) > 1 else "")
         body = "\n\n".join(issue.format() for issue in issues)
         # Text, not markup: messages quote user values and pip extras such as rlrun[vllm]
-        err_console.print(Panel(Text(body), title=count, title_align="left", border_style=colour, expand=False))
+        err_console.print(
+            Panel(Text(body), title=count, title_align="left", border_style=colour, expand=False)
+        )
 
 
 def _dicts(issues: list[ConfigIssue]) -> list[dict[str, Any]]:
@@ -300,37 +302,78 @@ RUN_FAILED, INTERRUPTED = 1, 130
 
 # Scale-out options, shared by `train` and `resume`: both relaunch through `accelerate launch`.
 SCALE_OUT = "Scale-out"
-NumProcessesOpt = Annotated[int, typer.Option("--num-processes", help="Training processes in total (all "
-                                              "machines): > 1 re-launches through `accelerate launch` with "
-                                              "`trainer.strategy`.", rich_help_panel=SCALE_OUT)]
+NumProcessesOpt = Annotated[
+    int,
+    typer.Option(
+        "--num-processes",
+        help="Training processes in total (all "
+        "machines): > 1 re-launches through `accelerate launch` with "
+        "`trainer.strategy`.",
+        rich_help_panel=SCALE_OUT,
+    ),
+]
 NumMachinesOpt = Annotated[int, typer.Option("--num-machines", rich_help_panel=SCALE_OUT)]
-MachineRankOpt = Annotated[int, typer.Option("--machine-rank", help="This machine's rank (0 = the main one).",
-                                             rich_help_panel=SCALE_OUT)]
-MainProcessIpOpt = Annotated[str | None, typer.Option("--main-process-ip", help="Address of machine 0.",
-                                                      rich_help_panel=SCALE_OUT)]
+MachineRankOpt = Annotated[
+    int,
+    typer.Option("--machine-rank", help="This machine's rank (0 = the main one).", rich_help_panel=SCALE_OUT),
+]
+MainProcessIpOpt = Annotated[
+    str | None, typer.Option("--main-process-ip", help="Address of machine 0.", rich_help_panel=SCALE_OUT)
+]
 MainProcessPortOpt = Annotated[int | None, typer.Option("--main-process-port", rich_help_panel=SCALE_OUT)]
-AccelerateConfigOpt = Annotated[Path | None, typer.Option("--accelerate-config", help="An `accelerate config` "
-                                                          "file that owns the distributed setup.",
-                                                          rich_help_panel=SCALE_OUT)]
+AccelerateConfigOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--accelerate-config",
+        help="An `accelerate config` file that owns the distributed setup.",
+        rich_help_panel=SCALE_OUT,
+    ),
+]
 
 
-ProfileOpt = Annotated[bool, typer.Option("--profile", help="Record steps 2-4 (of this invocation) with "
-                                          "torch.profiler into `<run>/profile/`: trace.json (open in Perfetto or "
-                                          "chrome://tracing) and ops.txt (operators by self time).")]
+ProfileOpt = Annotated[
+    bool,
+    typer.Option(
+        "--profile",
+        help="Record steps 2-4 (of this invocation) with "
+        "torch.profiler into `<run>/profile/`: trace.json (open in Perfetto or "
+        "chrome://tracing) and ops.txt (operators by self time).",
+    ),
+]
 
 
 @app.command()
 def train(
     recipe: RecipeArg,
     overrides: OverridesArg = None,
-    name: Annotated[str | None, typer.Option("--name", help="Run name: the run directory is "
-                                             "`<trainer.output_dir>/<name>` (default: recipe name + UTC time).")] = None,
+    name: Annotated[
+        str | None,
+        typer.Option(
+            "--name",
+            help="Run name: the run directory is "
+            "`<trainer.output_dir>/<name>` (default: recipe name + UTC time).",
+        ),
+    ] = None,
     run_dir: Annotated[Path | None, typer.Option("--run-dir", help="Write the run here instead.")] = None,
-    resume: Annotated[bool, typer.Option("--resume", help="Continue the run in the run directory from its "
-                                         "latest checkpoint (`rlrun train --resume runs/x` resumes runs/x).")] = False,
-    overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace an existing run directory.")] = False,
-    dry_run: Annotated[bool, typer.Option("--dry-run", help="Validate, load the models, run one rollout and "
-                                          "one update on a tiny batch; report time and memory; write nothing.")] = False,
+    resume: Annotated[
+        bool,
+        typer.Option(
+            "--resume",
+            help="Continue the run in the run directory from its "
+            "latest checkpoint (`rlrun train --resume runs/x` resumes runs/x).",
+        ),
+    ] = False,
+    overwrite: Annotated[
+        bool, typer.Option("--overwrite", help="Replace an existing run directory.")
+    ] = False,
+    dry_run: Annotated[
+        bool,
+        typer.Option(
+            "--dry-run",
+            help="Validate, load the models, run one rollout and "
+            "one update on a tiny batch; report time and memory; write nothing.",
+        ),
+    ] = False,
     profile: ProfileOpt = False,
     num_processes: NumProcessesOpt = 1,
     num_machines: NumMachinesOpt = 1,
@@ -412,8 +455,9 @@ def _relaunch_if_multi_process(
 
 @app.command("export")
 def export(
-    checkpoint: Annotated[Path, typer.Argument(help="A checkpoint, e.g. `runs/x/checkpoints/step_000300`.",
-                                               show_default=False)],
+    checkpoint: Annotated[
+        Path, typer.Argument(help="A checkpoint, e.g. `runs/x/checkpoints/step_000300`.", show_default=False)
+    ],
     out: Annotated[Path, typer.Argument(help="Directory for the exported model.", show_default=False)],
 ) -> None:
     """Write a checkpoint's policy as a plain Hugging Face model with its tokenizer; a LoRA
@@ -465,28 +509,75 @@ def _dry_run(loaded: LoadedRecipe) -> None:
 
 @app.command("eval")
 def eval_command(
-    model: Annotated[str, typer.Argument(help="A run checkpoint (`runs/x/checkpoints/step_000100`, LoRA "
-                                         "included), a Hugging Face model directory, an `rlrun:` model or a "
-                                         "hub id.", show_default=False)],
+    model: Annotated[
+        str,
+        typer.Argument(
+            help="A run checkpoint (`runs/x/checkpoints/step_000100`, LoRA "
+            "included), a Hugging Face model directory, an `rlrun:` model or a "
+            "hub id.",
+            show_default=False,
+        ),
+    ],
     overrides: OverridesArg = None,
-    recipe: Annotated[str | None, typer.Option("--recipe", help="The recipe whose data, rewards and "
-                                               "`trainer.eval` settings to use (default: a checkpoint's own "
-                                               "run recipe, else `base`).", show_default=False)] = None,
-    data: Annotated[str | None, typer.Option("--data", help="Evaluate on this data source instead "
-                                             "(sets `data.val_source`).", show_default=False)] = None,
-    reward: Annotated[list[str] | None, typer.Option("--reward", help="A reward entry replacing the "
-                                                     "recipe's (repeatable): `rlrun:exact_match`, "
-                                                     "`pkg.module:function`, or a YAML mapping such as "
-                                                     "`{model: rlrun:tiny-reward, weight: 1.0}`.",
-                                                     show_default=False)] = None,
-    k: Annotated[int | None, typer.Option("-k", "--k", min=1, help="Samples per prompt (sets "
-                                          "`trainer.eval.k`; k > 1 samples at the rollout temperature).",
-                                          show_default=False)] = None,
-    prompts: Annotated[int | None, typer.Option("--prompts", min=1, help="Evaluate the first N prompts "
-                                                "(sets `trainer.eval.prompts`).", show_default=False)] = None,
-    out: Annotated[Path | None, typer.Option("--out", help="Also write the result as JSON to this file "
-                                             "(an existing file is not overwritten).", show_default=False)] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON instead of a table.")] = False,
+    recipe: Annotated[
+        str | None,
+        typer.Option(
+            "--recipe",
+            help="The recipe whose data, rewards and "
+            "`trainer.eval` settings to use (default: a checkpoint's own "
+            "run recipe, else `base`).",
+            show_default=False,
+        ),
+    ] = None,
+    data: Annotated[
+        str | None,
+        typer.Option(
+            "--data",
+            help="Evaluate on this data source instead (sets `data.val_source`).",
+            show_default=False,
+        ),
+    ] = None,
+    reward: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--reward",
+            help="A reward entry replacing the "
+            "recipe's (repeatable): `rlrun:exact_match`, "
+            "`pkg.module:function`, or a YAML mapping such as "
+            "`{model: rlrun:tiny-reward, weight: 1.0}`.",
+            show_default=False,
+        ),
+    ] = None,
+    k: Annotated[
+        int | None,
+        typer.Option(
+            "-k",
+            "--k",
+            min=1,
+            help="Samples per prompt (sets `trainer.eval.k`; k > 1 samples at the rollout temperature).",
+            show_default=False,
+        ),
+    ] = None,
+    prompts: Annotated[
+        int | None,
+        typer.Option(
+            "--prompts",
+            min=1,
+            help="Evaluate the first N prompts (sets `trainer.eval.prompts`).",
+            show_default=False,
+        ),
+    ] = None,
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            "--out",
+            help="Also write the result as JSON to this file (an existing file is not overwritten).",
+            show_default=False,
+        ),
+    ] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the result as JSON instead of a table.")
+    ] = False,
 ) -> None:
     """Evaluate a checkpoint or model on a recipe's validation data with its rewards: mean@k, pass@k,
     maj@k, mean reward per component and response lengths — the same evaluation a run logs as
@@ -526,8 +617,11 @@ def eval_command(
     if as_json:
         print(json.dumps(report, indent=2))
         return
-    table = Table(title=f"{model} on {data_name}: {result.num_prompts} prompts, k={result.k}"
-                  + (" (greedy)" if result.greedy else ""), title_justify="left")
+    table = Table(
+        title=f"{model} on {data_name}: {result.num_prompts} prompts, k={result.k}"
+        + (" (greedy)" if result.greedy else ""),
+        title_justify="left",
+    )
     table.add_column("metric")
     table.add_column("value", justify="right")
     for name, value in report["metrics"].items():

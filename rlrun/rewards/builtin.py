@@ -14,13 +14,17 @@ except ImportError:
 
 
 @REWARDS.register("rlrun:exact_match")
-def exact_match(prompts: list[str], completions: list[str], ground_truths: list[str], **_: Any) -> list[float]:
+def exact_match(
+    prompts: list[str], completions: list[str], ground_truths: list[str], **_: Any
+) -> list[float]:
     """1 when the completion, stripped of surrounding whitespace, equals the ground truth."""
     return [float(c.strip() == str(g).strip()) for c, g in zip(completions, ground_truths)]
 
 
 @REWARDS.register("rlrun:math_answer")
-def math_answer(prompts: list[str], completions: list[str], ground_truths: list[str], **_: Any) -> list[float]:
+def math_answer(
+    prompts: list[str], completions: list[str], ground_truths: list[str], **_: Any
+) -> list[float]:
     """1 when the extracted final answer (\\boxed{}, ####, last number) equals the ground truth."""
     return [float(_math_equal(c, str(g))) for c, g in zip(completions, ground_truths)]
 

@@ -83,7 +83,9 @@ class RewardFunction:
             result = _call(term, prompts, completions, ground_truths, kwargs)
             named = result if isinstance(result, Mapping) else {"score": result}
             if "score" not in named:
-                raise RewardError(f"reward {term.name!r} returned a dict without 'score' (keys: {sorted(named)})")
+                raise RewardError(
+                    f"reward {term.name!r} returned a dict without 'score' (keys: {sorted(named)})"
+                )
             columns = {key: _to_tensor(term.name, key, values, n, prompts) for key, values in named.items()}
             scores += term.weight * columns["score"]
             components[term.name] = columns.pop("score")
