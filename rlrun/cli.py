@@ -164,7 +164,7 @@ def _summary_table(loaded: LoadedRecipe) -> Table:
         "model", f"{recipe.model.path} ({recipe.model.dtype}" + (", LoRA)" if recipe.model.lora else ")")
     )
     table.add_row("data", recipe.data.source)
-    rewards = ", ".join(f"{f.fn} × {f.weight:g}" for f in recipe.reward.functions)
+    rewards = ", ".join(f"{f.shown} × {f.weight:g}" for f in recipe.reward.functions)
     table.add_row("reward", rewards)
     table.add_row(
         "steps", f"{recipe.trainer.total_steps} on {recipe.trainer.device} (seed {recipe.trainer.seed})"
@@ -576,6 +576,141 @@ def _dry_run(loaded: LoadedRecipe) -> None:
         if key in report:
             table.add_row(key.replace("_mb", "").replace("_", " "), f"{report[key]:.0f} MiB")
     console.print(table)
+
+
+# --- eval ---------------------------------------------------------------------------------
+
+
+@app.command("eval")
+def eval_command(
+    model: Annotated[
+        str,
+        typer.Argument(
+            help="A run checkpoint (`runs/x/checkpoints/step_000100`, LoRA "
+            "included), a Hugging Face model directory, an `rlrun:` model or a "
+            "hub id.",
+            show_default=False,
+        ),
+    ],
+    overrides: OverridesArg = None,
+    recipe: Annotated[
+        str | None,
+        typer.Option(
+            "--recipe",
+            help="The recipe whose data, rewards and "
+            "`trainer.eval` settings to use (default: a checkpoint's own "
+            "run recipe, else `base`).",
+            show_default=False,
+        ),
+    ] = None,
+    data: Annotated[
+        str | None,
+        typer.Option(
+            "--data",
+            help="Evaluate on this data source instead (sets `data.val_source`).",
+            show_default=False,
+        ),
+    ] = None,
+    reward: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--reward",
+            help="A reward entry replacing the "
+            "recipe's (repeatable): `rlrun:exact_match`, "
+            "`pkg.module:function`, or a YAML mapping such as "
+            "`{model: rlrun:tiny-reward, weight: 1.0}`.",
+            show_default=False,
+        ),
+    ] = None,
+    k: Annotated[
+        int | None,
+        typer.Option(
+            "-k",
+            "--k",
+            min=1,
+            help="Samples per prompt (sets `trainer.eval.k`; k > 1 samples at the rollout temperature).",
+            show_default=False,
+        ),
+    ] = None,
+    prompts: Annotated[
+        int | None,
+        typer.Option(
+            "--prompts",
+            min=1,
+            help="Evaluate the first N prompts (sets `trainer.eval.prompts`).",
+            show_default=False,
+        ),
+    ] = None,
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            "--out",
+            help="Also write the result as JSON to this file (an existing file is not overwritten).",
+            show_default=False,
+        ),
+    ] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the result as JSON instead of a table.")
+    ] = False,
+) -> None:
+    """Evaluate a checkpoint or model on a recipe's validation data with its rewards: mean@k, pass@k,
+    maj@k, mean reward per component and response lengths — the same evaluation a run logs as
+    `val/*`, so a checkpoint reproduces its run's figures at that step."""
+    from rlrun.embedded import UnknownEmbeddedModelError
+    from rlrun.training.standalone_eval import eval_target, evaluate_target
+
+    target = eval_target(model)
+    if out is not None and out.exists():
+        err_console.print(f"[red]error:[/] {out} exists; choose another --out or remove it first")
+        raise typer.Exit(USER_ERROR)
+    changes = list(overrides or [])
+    changes += [f"data.val_source={json.dumps(data)}"] if data is not None else []
+    changes += [f"reward.functions={json.dumps([_reward_entry(text) for text in reward])}"] if reward else []
+    changes += [f"trainer.eval.k={k}", f"trainer.eval.greedy={str(k == 1).lower()}"] if k is not None else []
+    changes += [f"trainer.eval.prompts={prompts}"] if prompts is not None else []
+    with user_errors(as_json):
+        loaded = load_recipe(recipe or target.run_recipe or "base", changes)
+    try:
+        with user_errors(as_json):
+            result, data_name = evaluate_target(target, loaded.recipe)
+    except (OSError, UnknownEmbeddedModelError) as exc:  # no such model: the user's path, not a bug
+        err_console.print(f"[red]error:[/] cannot load {model!r}: {exc}")
+        raise typer.Exit(USER_ERROR) from None
+    report = {
+        "model": model,
+        "recipe": str(loaded.source_path),
+        "data": data_name,
+        "num_prompts": result.num_prompts,
+        "k": result.k,
+        "greedy": result.greedy,
+        "metrics": result.metrics(),
+    }
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(report, indent=2) + "\n")
+    if as_json:
+        print(json.dumps(report, indent=2))
+        return
+    table = Table(
+        title=f"{model} on {data_name}: {result.num_prompts} prompts, k={result.k}"
+        + (" (greedy)" if result.greedy else ""),
+        title_justify="left",
+    )
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    for name, value in report["metrics"].items():
+        table.add_row(name, f"{value:.4f}")
+    console.print(table)
+    if out is not None:
+        console.print(f"wrote {out}")
+
+
+def _reward_entry(text: str) -> Any:
+    """`--reward` text: a YAML mapping (`{model: ..., weight: ...}`) as is, anything else a function name."""
+    import yaml
+
+    value = yaml.safe_load(text) if text.lstrip().startswith("{") else None
+    return value if isinstance(value, dict) else {"fn": text}
 
 
 # --- compare ------------------------------------------------------------------------------
