@@ -11,6 +11,7 @@ from rlrun.components import registries
 from rlrun.errors import ConfigIssue, show_value
 from rlrun.recipes.keys import KeyPath
 from rlrun.recipes.provenance import Provenance
+from rlrun.registry import Registry
 from rlrun.schema import Recipe
 
 # Which registry each name-valued key is looked up in.
@@ -44,9 +45,50 @@ def import_plugins(data: dict[str, Any], provenance: Provenance) -> list[ConfigI
     return issues
 
 
+# The component keywords a recipe may set under `*_kwargs`, per name key: the trainer passes the
+# tensors itself (not settable), and a few keywords have their own recipe key (set them there).
+KWARGS_KEYS: dict[KeyPath, tuple[KeyPath, frozenset[str], dict[str, str]]] = {
+    ("algorithm", "advantage"): (
+        ("algorithm", "advantage_kwargs"),
+        frozenset(
+            {
+                "token_level_rewards",
+                "response_mask",
+                "index",
+                "values",
+                "reward_baselines",
+                "reward_components",
+                "old_log_probs",
+                "sum_pi_squared",
+                "rollout_is_weights",
+            }
+        ),
+        {key: f"algorithm.{key}" for key in ("gamma", "lam", "norm_adv_by_std_in_grpo")},
+    ),
+    ("actor", "policy_loss"): (
+        ("actor", "loss_kwargs"),
+        frozenset(
+            {
+                "old_log_prob",
+                "log_prob",
+                "advantages",
+                "response_mask",
+                "rollout_is_weights",
+                "agg_kwargs",
+                "generator",
+            }
+        ),
+        {
+            key: f"actor.{key}"
+            for key in ("loss_agg_mode", "clip_ratio", "clip_ratio_low", "clip_ratio_high", "clip_ratio_c")
+        },
+    ),
+}
+
+
 def check_names(recipe: Recipe, provenance: Provenance) -> Iterator[ConfigIssue]:
-    """Unknown component names, each listing the valid ones; reward functions that do not
-    resolve to a callable."""
+    """Unknown component names, each listing the valid ones; `*_kwargs` keys the named
+    component does not take; reward functions that do not resolve to a callable."""
     from rlrun.rewards import RewardSpecError, resolve_reward_fn  # imports torch: not at CLI start-up
 
     tables = registries()
@@ -55,6 +97,8 @@ def check_names(recipe: Recipe, provenance: Provenance) -> Iterator[ConfigIssue]
         registry = tables[kind]
         if value not in registry:
             yield _unknown(path, value, registry.kind, registry.names(), provenance)
+        elif path in KWARGS_KEYS:
+            yield from _check_kwargs(recipe, provenance, registry, value, *KWARGS_KEYS[path])
     rewards = tables["reward"]
     for index, function in enumerate(recipe.reward.functions):
         path = ("reward", "functions", index, "fn")
@@ -82,6 +126,45 @@ def check_names(recipe: Recipe, provenance: Provenance) -> Iterator[ConfigIssue]
                 found=show_value(function.fn),
                 fix="check the spelling and that the module is importable from the "
                 "working directory or installed",
+            )
+
+
+def _check_kwargs(
+    recipe: Recipe,
+    provenance: Provenance,
+    registry: Registry,
+    name: str,
+    path: KeyPath,
+    supplied: frozenset[str],
+    own_keys: dict[str, str],
+) -> Iterator[ConfigIssue]:
+    """Each key of the `*_kwargs` mapping at `path` checked against `name`'s signature."""
+    accepted = [k for k in registry.keywords(name) if k not in supplied and k not in own_keys]
+    for key in _get(recipe, path):
+        if key in own_keys:
+            yield provenance.issue(
+                (*path, key),
+                f"`{key}` has its own recipe key; the trainer passes {own_keys[key]} to `{name}`",
+                code="kwarg-has-key",
+                found=show_value(key),
+                fix=f"set `{own_keys[key]}` instead, and remove `{key}` here",
+            )
+        elif key not in accepted:
+            close = difflib.get_close_matches(key, accepted, n=1, cutoff=0.5)
+            what = (
+                "an input the trainer passes to"
+                if key in supplied
+                else f"not a keyword of the {registry.kind}"
+            )
+            yield provenance.issue(
+                (*path, key),
+                f"`{key}` is {what} `{name}`" + (f"; did you mean {close[0]!r}?" if close else ""),
+                code="unknown-kwarg",
+                expected="one of " + ", ".join(accepted)
+                if accepted
+                else f"nothing: `{name}` takes no settings",
+                found=show_value(key),
+                fix="remove the key, or use one the component takes (its docstring documents them)",
             )
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field
 
@@ -28,6 +28,7 @@ class GroupFilter(Section):
 
 class Algorithm(Section):
     advantage: str = "grpo"
+    advantage_kwargs: dict[str, Any] = Field(default_factory=dict)
     norm_adv_by_std_in_grpo: bool = True
     gamma: Fraction = 1.0
     lam: Fraction = 1.0

@@ -34,6 +34,7 @@ from rlrun.algorithms.aggregation import agg_loss
 from rlrun.algorithms.distillation import distillation_loss
 from rlrun.algorithms.importance_sampling import truncated_is_weights
 from rlrun.algorithms.kl import apply_kl_penalty, kl_penalty
+from rlrun.algorithms.masked import sum_pi_squared
 from rlrun.algorithms.value_loss import compute_value_loss
 from rlrun.recipes import LoadedRecipe
 from rlrun.training.batching import MiniBatch, UpdateMetrics, plan_minibatches
@@ -42,7 +43,7 @@ from rlrun.training.metrics import across_processes, batch_metrics
 from rlrun.training.profiling import Timer, profiled_steps
 from rlrun.training.run import Run, RunOptions, start_run
 from rlrun.training.sequences import Sequences, forward_batched, response_log_probs, response_values
-from rlrun.training.session import GEN_STREAM, SHUFFLE_STREAM, Session, step_seed
+from rlrun.training.session import GEN_STREAM, LOSS_STREAM, SHUFFLE_STREAM, Session, step_seed
 from rlrun.training.sinks import Say
 
 
@@ -98,6 +99,14 @@ def training_step(s: Session, step: int) -> dict[str, float]:
         if needs.recompute_old_log_probs:
             with timer("old_log_prob"):
                 old_log_probs = forward(lambda q: response_log_probs(s.policy, q, temperature)[0])
+        token_inputs = {}  # what the estimator declared it needs beyond the usual inputs
+        if needs.sum_pi_squared:
+            with timer("sum_pi_squared"):
+                token_inputs["sum_pi_squared"] = forward(
+                    lambda q: sum_pi_squared(
+                        response_log_probs(s.policy, q, temperature, return_logits=True)[2]
+                    )
+                )
         if needs.teacher:
             with timer("teacher"):
                 teacher = teacher_scores(s, seq)
@@ -119,6 +128,20 @@ def training_step(s: Session, step: int) -> dict[str, float]:
                     r.algorithm.kl_in_reward.estimator,
                 )
                 metrics |= kl_metrics
+            is_weights = None
+            if r.rollout.importance_sampling.level != "off":
+                is_weights, is_metrics = truncated_is_weights(
+                    old_log_probs,
+                    exp.rollout_log_probs,
+                    mask,
+                    r.rollout.importance_sampling.level,
+                    r.rollout.importance_sampling.cap,
+                )
+                metrics |= is_metrics
+            if s.advantage_needs.needs_old_log_probs:
+                token_inputs["old_log_probs"] = old_log_probs
+                if is_weights is not None:
+                    token_inputs["rollout_is_weights"] = is_weights
             advantages, returns = global_advantages(
                 s.accelerator,
                 s.advantage_fn,
@@ -131,17 +154,9 @@ def training_step(s: Session, step: int) -> dict[str, float]:
                 lam=r.algorithm.lam,
                 norm_adv_by_std_in_grpo=r.algorithm.norm_adv_by_std_in_grpo,
                 reward_components={k: v.to(mask.device) for k, v in exp.reward.components.items()},
+                token_inputs=token_inputs,
+                **r.algorithm.advantage_kwargs,
             )
-            is_weights = None
-            if r.rollout.importance_sampling.level != "off":
-                is_weights, is_metrics = truncated_is_weights(
-                    old_log_probs,
-                    exp.rollout_log_probs,
-                    mask,
-                    r.rollout.importance_sampling.level,
-                    r.rollout.importance_sampling.cap,
-                )
-                metrics |= is_metrics
 
         if needs.critic:
             with timer("update_critic"):
@@ -228,6 +243,9 @@ def update_actor(
         "clip_ratio_c": a.clip_ratio_c,
     }
     generator = torch.Generator().manual_seed(step_seed(r.trainer.seed, step, SHUFFLE_STREAM))
+    draws = {}  # a loss that draws random numbers gets its own stream: resume draws the same
+    if s.policy_loss_needs.draws_random:
+        draws["generator"] = torch.Generator().manual_seed(step_seed(r.trainer.seed, step, LOSS_STREAM))
     task_loss = not d.enabled or d.use_task_rewards
     grad_entropy = a.entropy_coef != 0
     out = UpdateMetrics()
@@ -254,6 +272,7 @@ def update_actor(
                 rollout_is_weights=take(is_weights) if is_weights is not None else None,
                 agg_kwargs=mb.agg_kwargs,
                 **ppo_kwargs,
+                **draws,
                 **a.loss_kwargs,
             )
             loss = loss + pg_loss
