@@ -391,25 +391,26 @@ def _token_baseline(
     return baseline
 
 
-def _path_variance(
-    old_log_probs: torch.Tensor,
-    sum_pi_squared: torch.Tensor,
+def _returns_and_path_variance(
+    name: str,
+    token_level_rewards: torch.Tensor,
     response_mask: torch.Tensor,
+    old_log_probs: torch.Tensor | None,
+    sum_pi_squared: torch.Tensor | None,
     rollout_is_weights: torch.Tensor | None,
-    dtype: torch.dtype,
-) -> torch.Tensor:
-    """`W_t = Σ_{s≤t} w_s·m_s` with `w = 1 - 2π(a_t) + Σ_v π(v)²` (times ρ̄² with IS weights)."""
-    w = 1 - 2 * torch.exp(old_log_probs.to(dtype)) + sum_pi_squared.to(dtype)
-    if rollout_is_weights is not None:
-        w = w * rollout_is_weights.to(dtype).square()
-    return zero_outside(w, response_mask).cumsum(-1)
-
-
-def _require_token_inputs(name: str, old_log_probs: Any, sum_pi_squared: Any) -> None:
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The optimal token baseline's inputs: `G` = reward-to-go of `r·m`, and `W_t = Σ_{s≤t} w_s·m_s`
+    with `w = 1 - 2π(a_t) + Σ_v π(v)²` (times ρ̄² with IS weights), in the accumulation dtype."""
     if old_log_probs is None or sum_pi_squared is None:
         raise ValueError(
             f"{name} needs `old_log_probs` and `sum_pi_squared` (Σ_v π(v)² at each response position)"
         )
+    dtype = acc_dtype(token_level_rewards.dtype)
+    returns = _reverse_cumsum(zero_outside(token_level_rewards, response_mask).to(dtype))
+    w = 1 - 2 * torch.exp(old_log_probs.to(dtype)) + sum_pi_squared.to(dtype)
+    if rollout_is_weights is not None:
+        w = w * rollout_is_weights.to(dtype).square()
+    return returns, zero_outside(w, response_mask).cumsum(-1)
 
 
 @register_advantage(
@@ -437,13 +438,17 @@ def optimal_token_baseline(
     advantages `(G - B)·m`, returns `G`. Positions are the padded ones: use
     `tir_optimal_token_baseline` when the mask has holes.
     """
-    _require_token_inputs("optimal_token_baseline", old_log_probs, sum_pi_squared)
-    dtype = acc_dtype(token_level_rewards.dtype)
-    returns = _reverse_cumsum(zero_outside(token_level_rewards, response_mask).to(dtype))
-    cumulative_w = _path_variance(old_log_probs, sum_pi_squared, response_mask, rollout_is_weights, dtype)
+    returns, cumulative_w = _returns_and_path_variance(
+        "optimal_token_baseline",
+        token_level_rewards,
+        response_mask,
+        old_log_probs,
+        sum_pi_squared,
+        rollout_is_weights,
+    )
     groups = _groups(index, token_level_rewards)
     counted = torch.ones(returns.shape[0], dtype=torch.bool, device=returns.device)
-    mask = response_mask.to(dtype)
+    mask = response_mask.to(returns.dtype)
     baseline = _token_baseline(returns, cumulative_w, mask, groups, counted, handle_zero_tail, epsilon)
     advantages = (returns - baseline) * mask
     return advantages.to(token_level_rewards.dtype), returns.to(token_level_rewards.dtype)
@@ -473,10 +478,14 @@ def tir_optimal_token_baseline(
     row gets 0; `handle_zero_tail` uses the packed lengths), and `G - B` is scattered back to
     the valid positions; returns `G`.
     """
-    _require_token_inputs("tir_optimal_token_baseline", old_log_probs, sum_pi_squared)
-    dtype = acc_dtype(token_level_rewards.dtype)
-    returns = _reverse_cumsum(zero_outside(token_level_rewards, response_mask).to(dtype))
-    cumulative_w = _path_variance(old_log_probs, sum_pi_squared, response_mask, rollout_is_weights, dtype)
+    returns, cumulative_w = _returns_and_path_variance(
+        "tir_optimal_token_baseline",
+        token_level_rewards,
+        response_mask,
+        old_log_probs,
+        sum_pi_squared,
+        rollout_is_weights,
+    )
     valid = as_bool(response_mask)
     lengths = valid.sum(-1)
     width = int(lengths.max()) if lengths.numel() else 0
@@ -486,7 +495,7 @@ def tir_optimal_token_baseline(
     packed_w = torch.zeros_like(packed_returns)
     packed_returns[rows, packed_cols] = returns[rows, cols]
     packed_w[rows, packed_cols] = cumulative_w[rows, cols]
-    packed_mask = (torch.arange(width, device=returns.device) < lengths.unsqueeze(-1)).to(dtype)
+    packed_mask = (torch.arange(width, device=returns.device) < lengths.unsqueeze(-1)).to(returns.dtype)
     groups = _groups(index, token_level_rewards)
     baseline = _token_baseline(
         packed_returns, packed_w, packed_mask, groups, lengths > 0, handle_zero_tail, epsilon

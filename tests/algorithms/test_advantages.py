@@ -32,7 +32,9 @@ def expand(row_values, mask):
     return torch.tensor(row_values, dtype=torch.float32)[:, None] * mask
 
 
-def run(name, rewards, mask, index, **kw):
+def run(name, rewards, mask, index, old_log_probs=None, sum_pi_squared=None, **kw):
+    if old_log_probs is not None:  # the optimal token baselines' extra inputs
+        kw |= {"old_log_probs": old_log_probs, "sum_pi_squared": sum_pi_squared}
     advantages, returns = ADVANTAGES.get(name)(rewards, mask, index, **kw)
     return advantages, returns
 
@@ -368,10 +370,7 @@ def otb_batch():
 
 
 def test_optimal_token_baseline_hand_computed():
-    rewards, mask, index, old, sum_sq = otb_batch()
-    advantages, returns = run(
-        "optimal_token_baseline", rewards, mask, index, old_log_probs=old, sum_pi_squared=sum_sq
-    )
+    advantages, returns = run("optimal_token_baseline", *otb_batch())
     # G: row 0 [1, 1, 1], row 1 [2, 2, 0], row 2 [3, 0, 0]
     torch.testing.assert_close(returns, torch.tensor([[1.0, 1, 1], [2, 2, 0], [3, 0, 0]]))
     # B_t = Σ G·W·m / (Σ W·m + 1e-8): t0 (0.5 + 2)/1.5, t1 (1 + 3)/2.5, t2 1.5/1.5 -- but row 0 is
@@ -380,31 +379,14 @@ def test_optimal_token_baseline_hand_computed():
     b0, b1 = 2.5 / 1.5, 4.0 / 2.5
     expected = torch.tensor([[1 - b0, 1 - b1, 1.0], [2 - b0, 2 - b1, 0], [3, 0, 0]])
     torch.testing.assert_close(advantages, expected)
-    kept_tail, _ = run(
-        "optimal_token_baseline",
-        rewards,
-        mask,
-        index,
-        old_log_probs=old,
-        sum_pi_squared=sum_sq,
-        handle_zero_tail=False,
-    )
+    kept_tail, _ = run("optimal_token_baseline", *otb_batch(), handle_zero_tail=False)
     torch.testing.assert_close(kept_tail[0, 2], torch.tensor(0.0))  # 1 - 1.5/1.5
 
 
 def test_optimal_token_baseline_squares_the_is_weights():
-    rewards, mask, index, old, sum_sq = otb_batch()
     weights = torch.ones(3, 3)
     weights[1, 0] = 2.0  # w there becomes 1.0·4: W row 1 = [4, 4.5, 4.5]
-    advantages, _ = run(
-        "optimal_token_baseline",
-        rewards,
-        mask,
-        index,
-        old_log_probs=old,
-        sum_pi_squared=sum_sq,
-        rollout_is_weights=weights,
-    )
+    advantages, _ = run("optimal_token_baseline", *otb_batch(), rollout_is_weights=weights)
     b0, b1 = (0.5 + 2 * 4) / 4.5, (1.0 + 2 * 4.5) / 5.5
     torch.testing.assert_close(advantages[1, :2], torch.tensor([2 - b0, 2 - b1]))
 
@@ -423,10 +405,7 @@ def tir_batch():
 
 
 def test_tir_optimal_token_baseline_packs_each_response_to_the_left():
-    rewards, mask, index, old, sum_sq = tir_batch()
-    advantages, returns = run(
-        "tir_optimal_token_baseline", rewards, mask, index, old_log_probs=old, sum_pi_squared=sum_sq
-    )
+    advantages, returns = run("tir_optimal_token_baseline", *tir_batch())
     # packed G: row 0 [1, 1, 1], row 1 [2, 2]; packed W: row 0 [0.5, 1, 1.5], row 1 [0.5, 1]
     # B_p: p0 (0.5 + 1)/1 = 1.5, p1 (1 + 2)/2 = 1.5, p2 1.5/1.5 but zero tail on row 0 (3 > 2) -> 0
     expected = torch.tensor(
@@ -443,10 +422,9 @@ def test_tir_optimal_token_baseline_packs_each_response_to_the_left():
     torch.testing.assert_close(returns[0], torch.tensor([1.0, 1, 1, 1]))  # reward-to-go of r·m, unmasked
     # without the zero tail, the padded-position form counts the empty row 5 as a member, so row 4
     # gets the baseline G·W/(W + 1e-8) ≈ its own return; the packed form still sees a group of one
-    kwargs = {"old_log_probs": old, "sum_pi_squared": sum_sq, "handle_zero_tail": False}
-    otb, _ = run("optimal_token_baseline", rewards, mask, index, **kwargs)
+    otb, _ = run("optimal_token_baseline", *tir_batch(), handle_zero_tail=False)
     torch.testing.assert_close(otb[4], torch.zeros(4), atol=1e-6, rtol=0)
-    tir, _ = run("tir_optimal_token_baseline", rewards, mask, index, **kwargs)
+    tir, _ = run("tir_optimal_token_baseline", *tir_batch(), handle_zero_tail=False)
     torch.testing.assert_close(tir[4], torch.tensor([1.0, 1, 0, 0]))
 
 
