@@ -11,6 +11,7 @@ and get the same validation as the built-ins.
 from __future__ import annotations
 
 import inspect
+import typing
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -97,6 +98,14 @@ class Registry:
         """The parameters of `name` that can be passed by keyword (its `**_` catch-all aside)."""
         kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
         return [p.name for p in inspect.signature(self.get(name)).parameters.values() if p.kind in kinds]
+
+    def keyword_types(self, name: str) -> dict[str, Any]:
+        """The type hint of each annotated parameter of `name` (its interface: recipe values of
+        `*_kwargs` are checked against them)."""
+        try:
+            return typing.get_type_hints(self.get(name))
+        except Exception:  # noqa: BLE001 (a plugin's hint that does not resolve: its values go unchecked)
+            return {}
 
 
 def _first_line(doc: str | None) -> str:

@@ -140,7 +140,8 @@ def _check_kwargs(
 ) -> Iterator[ConfigIssue]:
     """Each key of the `*_kwargs` mapping at `path` checked against `name`'s signature."""
     accepted = [k for k in registry.keywords(name) if k not in supplied and k not in own_keys]
-    for key in _get(recipe, path):
+    hints = registry.keyword_types(name)
+    for key, value in _get(recipe, path).items():
         if key in own_keys:
             yield provenance.issue(
                 (*path, key),
@@ -166,6 +167,32 @@ def _check_kwargs(
                 found=show_value(key),
                 fix="remove the key, or use one the component takes (its docstring documents them)",
             )
+        elif key in hints and (problem := _type_problem(hints[key], value)):
+            yield provenance.issue(
+                (*path, key),
+                f"`{key}` of `{name}` {problem}",
+                code="kwarg-type",
+                expected=_type_name(hints[key]),
+                found=show_value(value),
+                fix=f"give `{key}` a value of the type `{name}` declares",
+            )
+
+
+def _type_problem(hint: Any, value: Any) -> str | None:
+    """Why `value` does not fit the type hint (strict: no string-to-number coercion), or None."""
+    from pydantic import TypeAdapter, ValidationError
+
+    try:
+        TypeAdapter(hint).validate_python(value, strict=True)
+    except ValidationError as exc:
+        return exc.errors()[0]["msg"].lower().replace("input ", "", 1)
+    except Exception:  # noqa: BLE001 (a hint pydantic cannot check, e.g. torch.Tensor: not checked)
+        return None
+    return None
+
+
+def _type_name(hint: Any) -> str:
+    return getattr(hint, "__name__", None) or str(hint).replace("collections.abc.", "").replace("typing.", "")
 
 
 def _unknown(

@@ -125,3 +125,11 @@ def test_estimator_and_loss_keywords_are_reachable_from_a_recipe():
     assert loaded.recipe.algorithm.advantage_kwargs == {"reward_weights": [1.0]}
     assert loaded.recipe.actor.loss_kwargs == {"dro_beta": 0.05}
     load_recipe("base", ["algorithm.advantage=gpg", "algorithm.advantage_kwargs.f_norm=2.0"])
+
+
+def test_kwarg_values_are_checked_against_the_declared_types(errors):
+    [issue] = errors("base", ("actor.policy_loss=dro", "actor.loss_kwargs.dro_beta=null"))
+    assert (issue.code, issue.key, issue.expected) == ("kwarg-type", "actor.loss_kwargs.dro_beta", "float")
+    assert issue.message == "`dro_beta` of `dro` should be a valid number"
+    [issue] = errors("base", ("algorithm.advantage=gpg", "algorithm.advantage_kwargs.f_norm='2'"))
+    assert issue.code == "kwarg-type"  # strict, as the schema: a string is not a number
