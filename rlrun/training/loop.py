@@ -6,13 +6,16 @@
                     (+ DAPO overlong shaping; + dynamic sampling: refill until enough groups vary)
         ref      <- reference log-probs            (only with a KL penalty or KL loss)
         old      <- policy log-probs before update (recomputed only when the sampler's won't do)
+        Σπ²      <- Σ_v π(v)² per response token   (only when the estimator declares it: OTB)
         values   <- critic values                  (only with a critic)
         rewards  <- score at the last token, - β·KL(old‖ref) with in-reward KL
-        adv      <- advantage estimator(rewards, groups, values, greedy baselines for ReMax),
+        adv      <- advantage estimator(rewards, groups, values, greedy baselines for ReMax,
+                    what else it declared, algorithm.advantage_kwargs),
                     over all processes' rows (batch whitening sees the whole batch)
         critic   <- PPO epochs of clipped value loss                     (only with a critic)
         policy   <- PPO epochs over shuffled mini-batches, micro-batch gradient accumulation,
-                    loss = policy loss - entropy bonus + KL loss (+ distillation against a teacher),
+                    loss = policy loss (actor.loss_kwargs; a seeded generator if it draws random
+                    numbers) - entropy bonus + KL loss (+ distillation against a teacher),
                     normalised over the whole mini-batch; clip grad norm; AdamW; lr schedule
         sync the new weights to the rollout engine
 
