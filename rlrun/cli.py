@@ -96,9 +96,7 @@ def _print_issues(issues: list[ConfigIssue], label: str, colour: str) -> None:
         count = f"{len(issues)} {label}" + ("s" if len(issues) > 1 else "")
         body = "\n\n".join(issue.format() for issue in issues)
         # Text, not markup: messages quote user values and pip extras such as rlrun[vllm]
-        err_console.print(
-            Panel(Text(body), title=count, title_align="left", border_style=colour, expand=False)
-        )
+        err_console.print(Panel(Text(body), title=count, title_align="left", border_style=colour, expand=False))
 
 
 def _dicts(issues: list[ConfigIssue]) -> list[dict[str, Any]]:
@@ -302,78 +300,37 @@ RUN_FAILED, INTERRUPTED = 1, 130
 
 # Scale-out options, shared by `train` and `resume`: both relaunch through `accelerate launch`.
 SCALE_OUT = "Scale-out"
-NumProcessesOpt = Annotated[
-    int,
-    typer.Option(
-        "--num-processes",
-        help="Training processes in total (all "
-        "machines): > 1 re-launches through `accelerate launch` with "
-        "`trainer.strategy`.",
-        rich_help_panel=SCALE_OUT,
-    ),
-]
+NumProcessesOpt = Annotated[int, typer.Option("--num-processes", help="Training processes in total (all "
+                                              "machines): > 1 re-launches through `accelerate launch` with "
+                                              "`trainer.strategy`.", rich_help_panel=SCALE_OUT)]
 NumMachinesOpt = Annotated[int, typer.Option("--num-machines", rich_help_panel=SCALE_OUT)]
-MachineRankOpt = Annotated[
-    int,
-    typer.Option("--machine-rank", help="This machine's rank (0 = the main one).", rich_help_panel=SCALE_OUT),
-]
-MainProcessIpOpt = Annotated[
-    str | None, typer.Option("--main-process-ip", help="Address of machine 0.", rich_help_panel=SCALE_OUT)
-]
+MachineRankOpt = Annotated[int, typer.Option("--machine-rank", help="This machine's rank (0 = the main one).",
+                                             rich_help_panel=SCALE_OUT)]
+MainProcessIpOpt = Annotated[str | None, typer.Option("--main-process-ip", help="Address of machine 0.",
+                                                      rich_help_panel=SCALE_OUT)]
 MainProcessPortOpt = Annotated[int | None, typer.Option("--main-process-port", rich_help_panel=SCALE_OUT)]
-AccelerateConfigOpt = Annotated[
-    Path | None,
-    typer.Option(
-        "--accelerate-config",
-        help="An `accelerate config` file that owns the distributed setup.",
-        rich_help_panel=SCALE_OUT,
-    ),
-]
+AccelerateConfigOpt = Annotated[Path | None, typer.Option("--accelerate-config", help="An `accelerate config` "
+                                                          "file that owns the distributed setup.",
+                                                          rich_help_panel=SCALE_OUT)]
 
 
-ProfileOpt = Annotated[
-    bool,
-    typer.Option(
-        "--profile",
-        help="Record steps 2-4 (of this invocation) with "
-        "torch.profiler into `<run>/profile/`: trace.json (open in Perfetto or "
-        "chrome://tracing) and ops.txt (operators by self time).",
-    ),
-]
+ProfileOpt = Annotated[bool, typer.Option("--profile", help="Record steps 2-4 (of this invocation) with "
+                                          "torch.profiler into `<run>/profile/`: trace.json (open in Perfetto or "
+                                          "chrome://tracing) and ops.txt (operators by self time).")]
 
 
 @app.command()
 def train(
     recipe: RecipeArg,
     overrides: OverridesArg = None,
-    name: Annotated[
-        str | None,
-        typer.Option(
-            "--name",
-            help="Run name: the run directory is "
-            "`<trainer.output_dir>/<name>` (default: recipe name + UTC time).",
-        ),
-    ] = None,
+    name: Annotated[str | None, typer.Option("--name", help="Run name: the run directory is "
+                                             "`<trainer.output_dir>/<name>` (default: recipe name + UTC time).")] = None,
     run_dir: Annotated[Path | None, typer.Option("--run-dir", help="Write the run here instead.")] = None,
-    resume: Annotated[
-        bool,
-        typer.Option(
-            "--resume",
-            help="Continue the run in the run directory from its "
-            "latest checkpoint (`rlrun train --resume runs/x` resumes runs/x).",
-        ),
-    ] = False,
-    overwrite: Annotated[
-        bool, typer.Option("--overwrite", help="Replace an existing run directory.")
-    ] = False,
-    dry_run: Annotated[
-        bool,
-        typer.Option(
-            "--dry-run",
-            help="Validate, load the models, run one rollout and "
-            "one update on a tiny batch; report time and memory; write nothing.",
-        ),
-    ] = False,
+    resume: Annotated[bool, typer.Option("--resume", help="Continue the run in the run directory from its "
+                                         "latest checkpoint (`rlrun train --resume runs/x` resumes runs/x).")] = False,
+    overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace an existing run directory.")] = False,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Validate, load the models, run one rollout and "
+                                          "one update on a tiny batch; report time and memory; write nothing.")] = False,
     profile: ProfileOpt = False,
     num_processes: NumProcessesOpt = 1,
     num_machines: NumMachinesOpt = 1,
@@ -455,35 +412,32 @@ def _relaunch_if_multi_process(
 
 @app.command("export")
 def export(
-    checkpoint: Annotated[
-        Path, typer.Argument(help="A checkpoint, e.g. `runs/x/checkpoints/step_000300`.", show_default=False)
-    ],
+    checkpoint: Annotated[Path, typer.Argument(help="A checkpoint, e.g. `runs/x/checkpoints/step_000300`.",
+                                               show_default=False)],
     out: Annotated[Path, typer.Argument(help="Directory for the exported model.", show_default=False)],
-    overwrite: Annotated[
-        bool,
-        typer.Option(
-            "--overwrite",
-            help="Write into OUT even if it already holds files (files of the same name are replaced).",
-        ),
-    ] = False,
+    overwrite: Annotated[bool, typer.Option("--overwrite", help="Write into OUT even if it already holds "
+                                            "files (files of the same name are replaced).")] = False,
 ) -> None:
     """Write a checkpoint's policy as a plain Hugging Face model with its tokenizer; a LoRA
     checkpoint's adapters are merged into the base weights. Refuses an OUT that already holds
-    files unless `--overwrite`."""
-    from rlrun.training.checkpoint import export_merged
+    files unless `--overwrite`, and a checkpoint whose files differ from their checksums."""
+    from rlrun.training.checkpoint import check_checkpoint, export_merged
 
     if not checkpoint.is_dir():
         err_console.print(f"[red]error:[/] no checkpoint at {checkpoint}")
         raise typer.Exit(USER_ERROR)
     if out.exists() and (not out.is_dir() or any(out.iterdir())) and not overwrite:
-        err_console.print(
-            f"[red]error:[/] {out} already exists and is not empty; rlrun does not overwrite it. "
-            "Pick another directory, or pass --overwrite.",
-            soft_wrap=True,
-        )
+        err_console.print(f"[red]error:[/] {out} already exists and is not empty; rlrun does not overwrite it. "
+                          "Pick another directory, or pass --overwrite.", soft_wrap=True)
         raise typer.Exit(USER_ERROR)
     with user_errors():
+        check_checkpoint(checkpoint)
+    try:
         exported = export_merged(checkpoint, out)
+    except Exception as exc:  # noqa: BLE001 - any unreadable checkpoint: name it, no traceback
+        err_console.print(f"[red]error:[/] cannot read the checkpoint {checkpoint}: {type(exc).__name__}: {exc}",
+                          soft_wrap=True)
+        raise typer.Exit(USER_ERROR) from None
     console.print(f"[green]✓[/] exported: {exported}")
 
 

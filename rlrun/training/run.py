@@ -123,7 +123,7 @@ class Run:
         resume_from = None
         if options.resume:
             ckpt.remove_partial_checkpoints(self.dir.checkpoints)
-            resume_from = ckpt.latest_checkpoint(self.dir.checkpoints)
+            resume_from = ckpt.latest_intact_checkpoint(self.dir.checkpoints, warn=say)
         wandb_id = None
         if resume_from is not None:
             state = session.load_checkpoint(resume_from)
