@@ -67,10 +67,11 @@ def main() -> None:
     Start from a built-in recipe (`rlrun recipes copy grpo my.yaml`), check it with
     `rlrun validate my.yaml`, then train with `rlrun train my.yaml`.
     """
-    # Like `python -m`, make the working directory importable, so a recipe can name
-    # `my_rewards:score` or a plugin module that sits beside it.
+    # Make the working directory importable, so a recipe can name `my_rewards:score` or a plugin
+    # module that sits there — last on the path, so a file there named like an installed package
+    # (`torch.py`) is never run in its place.
     if os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())
+        sys.path.append(os.getcwd())
 
 
 @contextmanager
@@ -122,15 +123,27 @@ def validate(
             "for a recipe meant for another machine.",
         ),
     ] = False,
+    no_import: Annotated[
+        bool,
+        typer.Option(
+            "--no-import",
+            help="Run no code of yours: only check that the reward and plugin modules can be found, "
+            "without importing them (names of components registered by plugins are then not checked).",
+        ),
+    ] = False,
 ) -> None:
     """Check a recipe without loading any model: every error at once, located by file, line and key.
 
     Prints what the recipe will run (algorithm, model, data), how each step's batch is split,
     and notices about settings that are legal but probably not meant. Exit code 0 when the
-    recipe is valid, 2 when it is not.
+    recipe is valid, 2 when it is not. The reward modules (`pkg.module:function`) and
+    `algorithm.plugins` the recipe names are imported, so their top-level code runs; `--no-import`
+    only looks them up.
     """
     with user_errors(as_json):
-        loaded = load_recipe(recipe, overrides or [], strict=strict, environment=not portable)
+        loaded = load_recipe(
+            recipe, overrides or [], strict=strict, environment=not portable, import_modules=not no_import
+        )
     if as_json:
         print(json.dumps(_validation_json(loaded), indent=2))
         return
@@ -203,7 +216,8 @@ def show(
         bool, typer.Option("--provenance", help="Mark each value: default, base recipe, file or override.")
     ] = False,
 ) -> None:
-    """Print the fully resolved recipe (after `extends` and overrides) as YAML."""
+    """Print the fully resolved recipe (after `extends` and overrides) as YAML. Like `validate`, it
+    imports the reward and plugin modules the recipe names (their top-level code runs)."""
     from rlrun.recipes.render import to_yaml
 
     with user_errors():

@@ -262,3 +262,36 @@ def test_export_of_a_damaged_checkpoint_names_the_file_and_exits_2(tmp_path, che
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert "the checkpoint is damaged" in result.stderr and "model.safetensors" in result.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_a_file_in_the_working_directory_never_shadows_an_installed_package(tmp_path):
+    (tmp_path / "torch.py").write_text("open('torch_py_ran', 'w').close()\n")
+    (tmp_path / "my_rewards.py").write_text("def score(completion, answer, **kwargs):\n    return 1.0\n")
+    (tmp_path / "r.yaml").write_text("extends: grpo\nreward:\n  functions: [{fn: 'my_rewards:score'}]\n")
+    as_installed = [sys.executable, "-m", "rlrun", "validate", "r.yaml"]  # the console script's main()
+    result = subprocess.run(as_installed, check=False, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert not (tmp_path / "torch_py_ran").exists()  # the real torch was imported, not ./torch.py
+
+
+def test_validate_no_import_runs_no_user_code_and_still_finds_missing_modules(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", list(sys.path))  # the CLI adds the working directory
+    (tmp_path / "my_rewards.py").write_text("open('imported', 'w').close()\ndef score(**kwargs):\n    return 1.0\n")
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("open('imported', 'w').close()\n")
+    (tmp_path / "pkg" / "plugin.py").write_text("open('imported', 'w').close()\n")
+    recipe = "extends: grpo\nreward:\n  functions: [{fn: 'my_rewards:score'}]\nalgorithm:\n  plugins: [pkg.plugin]\n"
+    (tmp_path / "r.yaml").write_text(recipe)
+    result = runner.invoke(app, ["validate", "r.yaml", "--no-import"])
+    assert result.exit_code == 0, result.output
+    assert not (tmp_path / "imported").exists()
+    (tmp_path / "bad.yaml").write_text(recipe.replace("my_rewards", "my_rewardz").replace("plugin]", "plugn]"))
+    result = runner.invoke(app, ["validate", "bad.yaml", "--no-import", "--json"])
+    assert result.exit_code == 2
+    assert sorted(e["message"] for e in json.loads(result.stdout)["errors"]) == [
+        "the plugin module 'pkg.plugn' was not found",
+        "the reward module 'my_rewardz' was not found",
+    ]
+    assert not (tmp_path / "imported").exists()
+    assert rlrun("validate", "r.yaml", cwd=tmp_path).returncode == 0 and (tmp_path / "imported").exists()
