@@ -78,6 +78,8 @@ class RewardModelScorer:
     def __init__(self, entry: Mapping[str, Any]):
         from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
+        from rlrun.training.models import dtype_argument
+
         path = resolve_model_path(entry["model"])
         remote = bool(entry.get("trust_remote_code", False))
         self.tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=remote)
@@ -87,7 +89,7 @@ class RewardModelScorer:
             self.tokenizer.pad_token = self.tokenizer.eos_token
         dtype = DTYPES[entry.get("dtype", "float32")]
         model = AutoModelForSequenceClassification.from_pretrained(
-            path, dtype=dtype, trust_remote_code=remote
+            path, **dtype_argument(dtype), trust_remote_code=remote
         )
         problem = check_config(model.config.to_dict(), entry.get("label"))
         if problem:
