@@ -9,6 +9,7 @@ adapters disabled.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -39,8 +40,18 @@ def dtype_argument(dtype: torch.dtype) -> dict[str, torch.dtype]:
     return {dtype_keyword(transformers.__version__): dtype}
 
 
+def local_model_path(path: str) -> str:
+    """`path` resolved (`rlrun:` names to the shipped folders); a missing local folder (an
+    absolute or `./` path) raises FileNotFoundError, as transformers 5 does, where 4.x with
+    huggingface_hub < 1 takes it for a malformed hub id (HFValidationError, a ValueError)."""
+    resolved = resolve_model_path(path)
+    if resolved.startswith(("/", "./", "../")) and not Path(resolved).exists():
+        raise FileNotFoundError(f"no such model folder: {resolved}")
+    return resolved
+
+
 def load_tokenizer(path: str, trust_remote_code: bool = False) -> PreTrainedTokenizerBase:
-    tokenizer = AutoTokenizer.from_pretrained(resolve_model_path(path), trust_remote_code=trust_remote_code)
+    tokenizer = AutoTokenizer.from_pretrained(local_model_path(path), trust_remote_code=trust_remote_code)
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
     return tokenizer
@@ -51,7 +62,7 @@ def load_causal_lm(
 ) -> PreTrainedModel:
     """A causal LM; frozen (eval mode, no grad) unless `trainable`."""
     model = AutoModelForCausalLM.from_pretrained(
-        resolve_model_path(path), **dtype_argument(DTYPES[dtype]), trust_remote_code=trust_remote_code
+        local_model_path(path), **dtype_argument(DTYPES[dtype]), trust_remote_code=trust_remote_code
     )
     return model.train() if trainable else freeze(model)
 
@@ -91,7 +102,7 @@ class ValueModel(torch.nn.Module):
         cls, path: str, dtype: str = "float32", trust_remote_code: bool = False
     ) -> ValueModel:
         backbone = AutoModel.from_pretrained(
-            resolve_model_path(path), **dtype_argument(DTYPES[dtype]), trust_remote_code=trust_remote_code
+            local_model_path(path), **dtype_argument(DTYPES[dtype]), trust_remote_code=trust_remote_code
         )
         return cls(backbone).to(DTYPES[dtype])
 
