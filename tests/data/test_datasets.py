@@ -97,8 +97,9 @@ def test_missing_keys_and_bad_files_are_reported(tmp_path, tokenizer):
     with pytest.raises(DataError, match=r"record 0 has neither 'answer' nor 'reward_model.ground_truth' \(keys: prompt\)"):
         load_prompt_datasets({"source": str(path)}, tokenizer)
     path.write_text('{"prompt": "1+1=", "answer": "2"}\n{oops\n')
-    with pytest.raises(DataError, match=r"d.jsonl:2: invalid JSON"):
+    with pytest.raises(DataError, match=r"d.jsonl, line 2, column 1, `data.source`: invalid JSON") as info:
         load_file(path)
+    assert (info.value.issues[0].file, info.value.issues[0].line) == (str(path), 2)
     with pytest.raises(DataError, match="unsupported data file type"):
         load_file(tmp_path / "d.csv")
 
