@@ -270,40 +270,6 @@ def embedded_models_exist(recipe: Recipe, provenance: Provenance) -> Iterator[Co
             )
 
 
-@error_rule
-def model_folders_usable(recipe: Recipe, provenance: Provenance) -> Iterator[ConfigIssue]:
-    """A local model folder exists and has a readable config.json (a hub id is left to loading)."""
-    for path, name in _model_keys(recipe).items():
-        if name and not name.startswith("rlrun:") and (problem := _model_folder_problem(name)):
-            yield provenance.issue(
-                path,
-                problem,
-                code="model-folder",
-                found=show_value(name),
-                fix="name a Hugging Face model folder (config.json, weights, tokenizer), a shipped model "
-                "or a hub id",
-            )
-
-
-def _model_folder_problem(name: str) -> str | None:
-    folder = Path(name).expanduser()
-    if not folder.exists():
-        # `org/model` and `gpt2` are hub ids; `./m`, `/abs/m`, `a/b/c` can only be folders.
-        if name.startswith((".", "/", "~")) or name.count("/") > 1 or "\\" in name:
-            return f"the model folder does not exist (relative paths start at the working directory, {Path.cwd()})"
-        return None
-    config = folder / "config.json"
-    if not folder.is_dir():
-        return "a file, not a model folder"
-    if not config.is_file():
-        return "the folder has no config.json: it is not a Hugging Face model folder"
-    try:
-        json.loads(config.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        return f"its config.json cannot be read as JSON ({exc})"
-    return None
-
-
 # --- notices ------------------------------------------------------------------------------
 
 
@@ -447,3 +413,38 @@ def cuda_available(recipe: Recipe, provenance: Provenance) -> Iterator[ConfigIss
             found="trainer.device: cuda",
             fix=f"set `trainer.device: auto` (or cpu), or run on a GPU machine; {PORTABLE_HINT}",
         )
+
+
+@environment_rule
+def model_folders_usable(recipe: Recipe, provenance: Provenance) -> Iterator[ConfigIssue]:
+    """A local model folder exists here and has a readable config.json (a hub id is left to
+    loading)."""
+    for path, name in _model_keys(recipe).items():
+        if name and not name.startswith("rlrun:") and (problem := _model_folder_problem(name)):
+            yield provenance.issue(
+                path,
+                problem,
+                code="model-folder",
+                found=show_value(name),
+                fix="name a Hugging Face model folder (config.json, weights, tokenizer), a shipped model "
+                f"or a hub id; {PORTABLE_HINT}",
+            )
+
+
+def _model_folder_problem(name: str) -> str | None:
+    folder = Path(name).expanduser()
+    if not folder.exists():
+        # `org/model` and `gpt2` are hub ids; `./m`, `/abs/m`, `a/b/c` can only be folders.
+        if name.startswith((".", "/", "~")) or name.count("/") > 1 or "\\" in name:
+            return f"the model folder does not exist (relative paths start at the working directory, {Path.cwd()})"
+        return None
+    config = folder / "config.json"
+    if not folder.is_dir():
+        return "a file, not a model folder"
+    if not config.is_file():
+        return "the folder has no config.json: it is not a Hugging Face model folder"
+    try:
+        json.loads(config.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        return f"its config.json cannot be read as JSON ({exc})"
+    return None
