@@ -121,7 +121,7 @@ CASES = [
         "reward-module-exits",
         VALIDATE_R,
         "r.yaml, line 4, column 7, `reward.functions.0.fn`",
-        "importing 'exits' raised SystemExit(0)",
+        "the module 'exits' raised SystemExit(0) while being imported",
         {
             "r.yaml": "extends: base\nreward:\n  functions:\n    - fn: exits:score\n",
             "exits.py": "import sys\nsys.exit(0)\n",
@@ -131,7 +131,7 @@ CASES = [
         "plugin-module-exits",
         VALIDATE_R,
         "r.yaml, line 3, column 13, `algorithm.plugins.0`",
-        "importing 'exits_too' raised SystemExit(3)",
+        "the module 'exits_too' raised SystemExit(3) while being imported",
         {
             "r.yaml": "extends: base\nalgorithm:\n  plugins: [exits_too]\n",
             "exits_too.py": "raise SystemExit(3)\n",
