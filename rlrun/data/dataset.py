@@ -48,6 +48,7 @@ class PromptDataset:
     ground_truths: list[str]
     extra: dict[str, list[Any]] = field(default_factory=dict)  # other columns, passed to rewards
     report: LengthReport | None = None
+    chat: bool = False  # the records' prompts were chat messages (TRL-style rewards see messages)
 
     def __len__(self) -> int:
         return len(self.prompts)
@@ -59,6 +60,7 @@ class PromptDataset:
             [self.prompt_ids[i] for i in indices],
             [self.ground_truths[i] for i in indices],
             {k: [col[i] for i in indices] for k, col in self.extra.items()},
+            chat=self.chat,
         )
 
 
@@ -155,7 +157,8 @@ def build_prompt_dataset(
     )
     if too_long:
         logger.warning("%s: %s", name, report)
-    dataset = PromptDataset(texts, ids, truths, extra).take(list(keep))
+    dataset = PromptDataset(texts, ids, truths, extra, chat=any(isinstance(p, list) for p in raw_prompts))
+    dataset = dataset.take(list(keep))
     dataset.report = report
     if not len(dataset):
         raise DataError(name, f"no prompts left ({report})")

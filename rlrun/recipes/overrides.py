@@ -9,7 +9,7 @@ from typing import Any
 import yaml
 
 from rlrun.errors import ConfigIssue
-from rlrun.recipes.keys import KeyPath, all_keys, did_you_mean, dotted, suggest_keys
+from rlrun.recipes.keys import KeyPath, all_keys, dotted, unknown_key_hint
 from rlrun.recipes.provenance import Provenance, Source, paths_in
 from rlrun.recipes.yaml_io import parse_value
 
@@ -126,7 +126,7 @@ def _delete(data: dict[str, Any], path: KeyPath) -> None:
     except (_OverrideProblem, KeyError):
         if path in all_keys():
             return  # not written anywhere: it already has its default
-        hint = did_you_mean(suggest_keys(path))
+        hint = unknown_key_hint(path)
         raise _OverrideProblem(
             "no recipe has this key" + (f"; {hint}" if hint else ""),
             key=dotted(path),

@@ -191,7 +191,7 @@ def batches_divide(recipe: Recipe, provenance: Provenance) -> Iterator[ConfigIss
             found=f"{samples} % {mini} = {samples % mini}",
             fix=f"{fix}, or change the prompts per step or n",
         )
-    if mini % micro:
+    if mini % micro and recipe.actor.micro_batch_tokens is None:
         yield provenance.issue(
             provenance.user_set(("actor", "micro_batch_samples"), ("actor", "mini_batch_samples")),
             f"a mini-batch of {mini} samples does not split into micro-batches of {micro}",
@@ -199,6 +199,27 @@ def batches_divide(recipe: Recipe, provenance: Provenance) -> Iterator[ConfigIss
             expected=f"actor.micro_batch_samples dividing {mini}",
             found=f"{mini} % {micro} = {mini % micro}",
             fix="set `actor.micro_batch_samples` to a divisor of `actor.mini_batch_samples`",
+        )
+
+
+@error_rule
+def micro_batch_tokens_fit_a_row(recipe: Recipe, provenance: Provenance) -> Iterator[ConfigIssue]:
+    budget = recipe.actor.micro_batch_tokens
+    row = recipe.data.max_prompt_tokens + recipe.rollout.max_response_tokens
+    if budget is not None and budget < row:
+        yield provenance.issue(
+            provenance.user_set(
+                ("actor", "micro_batch_tokens"),
+                ("data", "max_prompt_tokens"),
+                ("rollout", "max_response_tokens"),
+            ),
+            f"a micro-batch of {budget} tokens cannot hold the longest row, a prompt of up to "
+            f"data.max_prompt_tokens = {recipe.data.max_prompt_tokens} plus a response of up to "
+            f"rollout.max_response_tokens = {recipe.rollout.max_response_tokens} tokens",
+            code="batch-divisibility",
+            expected=f"actor.micro_batch_tokens >= {row}",
+            found=f"micro_batch_tokens: {budget}",
+            fix=f"set `actor.micro_batch_tokens` to at least {row} (a few rows' worth batches them)",
         )
 
 

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from types import ModuleType
 
 from rlrun.registry import UnknownComponentError
+from rlrun.rewards.registry import REWARDS
 
 
 class RewardSpecError(ValueError):
@@ -33,8 +34,6 @@ def import_user_module(name: str) -> ModuleType:
 
 def resolve_reward_fn(spec: str) -> Callable[..., object]:
     """The reward function a recipe's ``fn`` names, or a ``RewardSpecError`` saying why not."""
-    from rlrun.rewards import REWARDS
-
     if spec.startswith("rlrun:"):
         try:
             return REWARDS.get(spec)

@@ -41,3 +41,6 @@ class Actor(Section):
     ppo_epochs: PositiveInt = 1
     mini_batch_samples: PositiveInt = 128
     micro_batch_samples: PositiveInt = 128
+    # Padded tokens per forward/backward on one process (rows x (prompt + longest response)),
+    # instead of micro_batch_samples: rows of similar length are batched together. null = off.
+    micro_batch_tokens: PositiveInt | None = None

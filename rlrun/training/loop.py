@@ -38,11 +38,12 @@ from rlrun.algorithms.value_loss import compute_value_loss
 from rlrun.recipes import LoadedRecipe
 from rlrun.training.batching import MiniBatch, UpdateMetrics, plan_minibatches
 from rlrun.training.distributed import global_advantages
-from rlrun.training.metrics import Say, across_processes, batch_metrics
+from rlrun.training.metrics import across_processes, batch_metrics
 from rlrun.training.profiling import Timer, profiled_steps
 from rlrun.training.run import Run, RunOptions, start_run
 from rlrun.training.sequences import Sequences, forward_batched, response_log_probs, response_values
 from rlrun.training.session import GEN_STREAM, SHUFFLE_STREAM, Session, step_seed
+from rlrun.training.sinks import Say
 
 
 class TooManySkippedUpdates(RuntimeError):
@@ -88,7 +89,12 @@ def training_step(s: Session, step: int) -> dict[str, float]:
             greedy = s.collector.generate(exp.prompts, replace(s.sampling, n=1, greedy=True))
             baselines = greedy.scores.repeat_interleave(exp.n)
 
-        forward = partial(forward_batched, seq=seq, chunk=r.actor.micro_batch_samples)
+        forward = partial(
+            forward_batched,
+            seq=seq,
+            chunk=r.actor.micro_batch_samples,
+            chunk_tokens=r.actor.micro_batch_tokens,
+        )
         temperature = r.rollout.temperature
         ref_log_probs, old_log_probs, values, teacher = None, exp.rollout_log_probs, None, {}
         if needs.reference:
@@ -199,6 +205,7 @@ def teacher_scores(s: Session, seq: Sequences) -> dict[str, torch.Tensor]:
             lambda q: response_log_probs(s.teacher, q, temperature)[0],
             seq=seq,
             chunk=s.recipe.actor.micro_batch_samples,
+            chunk_tokens=s.recipe.actor.micro_batch_tokens,
         )
         return {"teacher_log_probs": log_probs}
     logits = response_log_probs(s.teacher, seq, temperature, return_logits=True)[2]
@@ -375,6 +382,8 @@ def minibatch_plan(s: Session, seq: Sequences, generator: torch.Generator) -> li
         dp_size=dp,
         loss_scale_factor=r.rollout.max_response_tokens,  # not a micro-batch's own (trimmed) width
         reduce_sum=_reduce_sum(s),
+        micro_batch_tokens=r.actor.micro_batch_tokens,
+        prompt_width=seq.prompt_width,
     )
 
 

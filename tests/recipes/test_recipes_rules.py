@@ -140,6 +140,19 @@ def test_mini_batch_must_split_into_micro_batches(write, only_error):
     )
 
 
+def test_a_token_budget_must_hold_the_longest_row_and_replaces_the_sample_count(write, only_error):
+    write("r.yaml", "extends: grpo\nactor:\n  micro_batch_tokens: 71\n")
+    issue = only_error("r.yaml")  # data.max_prompt_tokens 64 + rollout.max_response_tokens 8 = 72
+    assert (issue.key, issue.line, issue.expected) == (
+        "actor.micro_batch_tokens",
+        3,
+        "actor.micro_batch_tokens >= 72",
+    )
+    write("ok.yaml", "extends: grpo\nactor:\n  micro_batch_samples: 48\n  micro_batch_tokens: 72\n")
+    # 128 % 48 no longer matters: micro-batches are cut by tokens
+    assert load_recipe("ok.yaml").recipe.actor.micro_batch_tokens == 72
+
+
 def test_data_files_must_exist(write, errors):
     write("train.jsonl", '{"prompt": "1+1=", "answer": "2"}\n')
     write("r.yaml", "extends: grpo\ndata:\n  source: train.jsonl\n  val_source: missing.parquet\n")
