@@ -8,14 +8,17 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
+import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 from typer.testing import CliRunner
 
 from rlrun.cli import app
 from rlrun.recipes import load_recipe
+from rlrun.recipes.keys import all_keys, section_at
 
 PARQUET_GARBAGE = b"PAR1 this is not a parquet file"
 
@@ -315,3 +318,24 @@ def test_loading_is_linear_in_the_number_of_keys(tmp_path):
     load_recipe("base")  # imports and caches outside the count
     small, large = _recipe_lines_traced(tmp_path, 250), _recipe_lines_traced(tmp_path, 1000)
     assert large / small < 5, (small, large)
+
+
+def _holds_floats(annotation: object) -> bool:
+    return annotation is float or any(_holds_floats(arg) for arg in typing.get_args(annotation))
+
+
+def test_every_number_key_must_be_finite():
+    """One schema setting covers every float key, a key added later included."""
+    checked = []
+    for path in all_keys():
+        section = section_at(path[:-1])
+        name = str(path[-1])
+        annotation = section.model_fields[name].annotation if section else None
+        if not _holds_floats(annotation):
+            continue
+        bad = [0.5, float("nan")] if "list[" in str(annotation) else float("-inf")
+        with pytest.raises(ValidationError) as info:
+            section.model_validate({name: bad})
+        assert "finite_number" in [e["type"] for e in info.value.errors() if e["loc"][0] == name], path
+        checked.append(".".join(map(str, path)))
+    assert {"actor.optimizer.lr", "actor.optimizer.betas", "reward.functions.weight"} <= set(checked)
