@@ -40,10 +40,11 @@ class Case:
     where: str
     says: str
     files: dict[str, str | bytes] = field(default_factory=dict)
+    loads: bool = False  # gets as far as loading the tokenizer or the data (a few seconds)
 
     @property
     def param(self) -> object:
-        return pytest.param(self, id=self.id)
+        return pytest.param(self, id=self.id, marks=[pytest.mark.slow] if self.loads else [])
 
 
 VALIDATE_R = ("validate", "r.yaml")
@@ -225,6 +226,7 @@ CASES = [
         "d.jsonl, line 2, column 1, `data.source`",
         "invalid JSON",
         {"d.jsonl": '{"prompt": "1+1=", "answer": "2"}\nnot json\n'},
+        loads=True,
     ),
     Case(
         "data-bad-line-train",
@@ -232,6 +234,7 @@ CASES = [
         "d.jsonl, line 2, column 1, `data.source`",
         "invalid JSON",
         {"d.jsonl": '{"prompt": "1+1=", "answer": "2"}\nnot json\n'},
+        loads=True,
     ),
     Case(
         "model-folder-without-model",
@@ -239,6 +242,7 @@ CASES = [
         "m:",
         "the model cannot be loaded",
         {"m/config.json": "{}"},
+        loads=True,
     ),
 ]
 # Through a real process: the alias bomb (with a timeout: it used to hang) and user code calling
