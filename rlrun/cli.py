@@ -608,7 +608,8 @@ def _train(loaded: LoadedRecipe, options: Any, overrides: list[str]) -> None:
 def _dry_run(loaded: LoadedRecipe) -> None:
     from rlrun.training.dryrun import dry_run
 
-    report = dry_run(loaded.recipe)
+    with user_errors():  # a model or data file that cannot be loaded is a recipe error here too
+        report = dry_run(loaded.recipe)
     table = Table(title="dry run (nothing written)", title_justify="left", show_header=False, box=None)
     table.add_row("models loaded in", f"{report['load_s']:.2f} s")
     for phase, seconds in report["timing_s"].items():

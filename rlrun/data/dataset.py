@@ -10,7 +10,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from rlrun.data.sources import DataError
+from rlrun.data.sources import DataError, read_columns
 
 logger = logging.getLogger("rlrun.data")
 
@@ -74,6 +74,38 @@ def get_field(record: dict[str, Any], key: str) -> Any:
     return value
 
 
+def check_data_file(path: str, *, prompt_key: str, answer_key: str, key: str = "data.source") -> None:
+    """Raises DataError unless the file reads and has the prompt and answer keys, judged from
+    its first record (.jsonl, .json) or its schema (.parquet): what validation can afford."""
+    columns, first = read_columns(path)
+    if not columns:
+        raise DataError(path, "the file holds no records", key=key)
+    for setting, wanted, fallback in (
+        ("prompt_key", prompt_key, None),
+        ("answer_key", answer_key, VERL_ANSWER_KEY),
+    ):
+        candidates = [wanted, fallback] if fallback else [wanted]
+        if first is not None:
+            found = any(_has_field(first, name) for name in candidates)
+        else:  # a parquet schema: nested keys are checked down to their top-level column
+            found = any(name.split(".")[0] in columns for name in candidates)
+        if not found:
+            where = "the first record" if first is not None else "the file"
+            raise DataError(
+                path,
+                f"{where} has no {wanted!r} (keys: {', '.join(sorted(columns))}); set data.{setting}",
+                key=key,
+            )
+
+
+def _has_field(record: dict[str, Any], key: str) -> bool:
+    try:
+        get_field(record, key)
+    except KeyError:
+        return False
+    return True
+
+
 def build_prompt_dataset(
     records: Iterable[dict[str, Any]],
     tokenizer: Any,
@@ -107,9 +139,10 @@ def build_prompt_dataset(
     if too_long and overlong == "error":
         first = too_long[0]
         raise DataError(
-            f"{name}: {len(too_long)} prompts are longer than max_prompt_tokens={limit} "
+            name,
+            f"{len(too_long)} prompts are longer than max_prompt_tokens={limit} "
             f"(record {first} has {len(ids[first])} tokens); raise data.max_prompt_tokens or set "
-            "data.overlong_prompts to drop | truncate"
+            "data.overlong_prompts to drop | truncate",
         )
     if overlong == "truncate":
         for i in too_long:
@@ -128,7 +161,7 @@ def build_prompt_dataset(
     dataset = dataset.take(list(keep))
     dataset.report = report
     if not len(dataset):
-        raise DataError(f"{name}: no prompts left ({report})")
+        raise DataError(name, f"no prompts left ({report})")
     return dataset
 
 
@@ -136,9 +169,7 @@ def _use_chat_template(tokenizer: Any, mode: ChatTemplateMode | str, name: str) 
     has_template = bool(getattr(tokenizer, "chat_template", None))
     if mode in (True, "true"):
         if not has_template:
-            raise DataError(
-                f"{name}: data.apply_chat_template is true but the tokenizer has no chat template"
-            )
+            raise DataError(name, "data.apply_chat_template is true but the tokenizer has no chat template")
         return True
     if mode in (False, "false"):
         return False
@@ -154,8 +185,9 @@ def _render(prompt: Any, tokenizer: Any, use_template: bool, index: int, name: s
         messages = prompt
     else:
         raise DataError(
-            f"{name}: record {index}: a prompt must be a string or a list of chat messages, "
-            f"got {type(prompt).__name__}"
+            name,
+            f"record {index}: a prompt must be a string or a list of chat messages, "
+            f"got {type(prompt).__name__}",
         )
     if use_template:
         return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
@@ -166,9 +198,7 @@ def _field(record: dict[str, Any], key: str, index: int, name: str) -> Any:
     try:
         return get_field(record, key)
     except KeyError:
-        raise DataError(
-            f"{name}: record {index} has no {key!r} (keys: {', '.join(sorted(record))})"
-        ) from None
+        raise DataError(name, f"record {index} has no {key!r} (keys: {', '.join(sorted(record))})") from None
 
 
 def _answer(record: dict[str, Any], key: str, index: int, name: str) -> str:
@@ -179,7 +209,8 @@ def _answer(record: dict[str, Any], key: str, index: int, name: str) -> str:
             value = get_field(record, VERL_ANSWER_KEY)
         except KeyError:
             raise DataError(
-                f"{name}: record {index} has neither {key!r} nor {VERL_ANSWER_KEY!r} "
-                f"(keys: {', '.join(sorted(record))}); set data.answer_key"
+                name,
+                f"record {index} has neither {key!r} nor {VERL_ANSWER_KEY!r} "
+                f"(keys: {', '.join(sorted(record))}); set data.answer_key",
             ) from None
     return value if isinstance(value, str) else str(value)

@@ -54,7 +54,10 @@ def import_plugins(
     plugins = data.get("algorithm", {}).get("plugins", []) if isinstance(data.get("algorithm"), dict) else []
     if not plugins:
         return []
-    from rlrun.rewards.resolve import import_user_module  # imports torch: not at CLI start-up
+    from rlrun.rewards.resolve import (
+        UserModuleError,
+        import_user_module,
+    )  # imports torch: not at CLI start-up
 
     issues = []
     for index, module in enumerate(plugins if isinstance(plugins, list) else []):
@@ -77,7 +80,9 @@ def import_plugins(
             issues.append(
                 provenance.issue(
                     ("algorithm", "plugins", index),
-                    f"the plugin module {module!r} could not be imported: {type(exc).__name__}: {exc}",
+                    str(exc)
+                    if isinstance(exc, UserModuleError)
+                    else f"the plugin module {module!r} could not be imported: {type(exc).__name__}: {exc}",
                     code="plugin-import",
                     fix="check the module name and that its package is installed in this environment",
                 )

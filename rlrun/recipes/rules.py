@@ -5,6 +5,7 @@ missing). Each rule is one function that yields located issues."""
 from __future__ import annotations
 
 import difflib
+import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -228,11 +229,8 @@ def micro_batch_tokens_fit_a_row(recipe: Recipe, provenance: Provenance) -> Iter
 
 @error_rule
 def data_files_exist(recipe: Recipe, provenance: Provenance) -> Iterator[ConfigIssue]:
-    from rlrun.data.sources import (
-        ARITHMETIC,
-        FILE_SUFFIXES,
-        is_split_source,
-    )  # imports torch: not at start-up
+    from rlrun.data import DataError, check_data_file  # imports torch: not at start-up
+    from rlrun.data.sources import ARITHMETIC, FILE_SUFFIXES, is_split_source
 
     for key in ("source", "val_source"):
         source = getattr(recipe.data, key)
@@ -257,19 +255,34 @@ def data_files_exist(recipe: Recipe, provenance: Provenance) -> Iterator[ConfigI
                 found=show_value(source),
                 fix="correct the path, or run rlrun from the folder the path is relative to",
             )
+        else:
+            try:
+                check_data_file(source, prompt_key=recipe.data.prompt_key, answer_key=recipe.data.answer_key)
+            except DataError as err:
+                at_line = f", line {err.line}" if err.line is not None else ""
+                yield provenance.issue(
+                    path,
+                    f"the data file {source}{at_line}: {err.reason}",
+                    code="data-unusable",
+                    fix="correct the data file, or the data keys of the recipe",
+                )
 
 
-@error_rule
-def embedded_models_exist(recipe: Recipe, provenance: Provenance) -> Iterator[ConfigIssue]:
-    shipped = embedded_model_names()
-    models = {
+def _model_keys(recipe: Recipe) -> dict[tuple[str, ...], str | None]:
+    """Every key that names a model (or tokenizer), with its value."""
+    return {
         ("model", "path"): recipe.model.path,
         ("model", "tokenizer"): recipe.model.tokenizer,
         ("critic", "model_path"): recipe.critic.model_path,
         ("reference", "path"): recipe.reference.path,
         ("distillation", "teacher"): recipe.distillation.teacher if recipe.distillation.enabled else None,
     }
-    for path, name in models.items():
+
+
+@error_rule
+def embedded_models_exist(recipe: Recipe, provenance: Provenance) -> Iterator[ConfigIssue]:
+    shipped = embedded_model_names()
+    for path, name in _model_keys(recipe).items():
         if name and name.startswith("rlrun:") and name not in shipped:
             close = difflib.get_close_matches(name, shipped, n=1)
             yield provenance.issue(
@@ -425,3 +438,38 @@ def cuda_available(recipe: Recipe, provenance: Provenance) -> Iterator[ConfigIss
             found="trainer.device: cuda",
             fix=f"set `trainer.device: auto` (or cpu), or run on a GPU machine; {PORTABLE_HINT}",
         )
+
+
+@environment_rule
+def model_folders_usable(recipe: Recipe, provenance: Provenance) -> Iterator[ConfigIssue]:
+    """A local model folder exists here and has a readable config.json (a hub id is left to
+    loading)."""
+    for path, name in _model_keys(recipe).items():
+        if name and not name.startswith("rlrun:") and (problem := _model_folder_problem(name)):
+            yield provenance.issue(
+                path,
+                problem,
+                code="model-folder",
+                found=show_value(name),
+                fix="name a Hugging Face model folder (config.json, weights, tokenizer), a shipped model "
+                f"or a hub id; {PORTABLE_HINT}",
+            )
+
+
+def _model_folder_problem(name: str) -> str | None:
+    folder = Path(name).expanduser()
+    if not folder.exists():
+        # `org/model` and `gpt2` are hub ids; `./m`, `/abs/m`, `a/b/c` can only be folders.
+        if name.startswith((".", "/", "~")) or name.count("/") > 1 or "\\" in name:
+            return f"the model folder does not exist (relative paths start at the working directory, {Path.cwd()})"
+        return None
+    config = folder / "config.json"
+    if not folder.is_dir():
+        return "a file, not a model folder"
+    if not config.is_file():
+        return "the folder has no config.json: it is not a Hugging Face model folder"
+    try:
+        json.loads(config.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        return f"its config.json cannot be read as JSON ({exc})"
+    return None

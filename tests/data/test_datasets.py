@@ -9,6 +9,7 @@ from rlrun.data import (
     DataError,
     PromptSampler,
     build_prompt_dataset,
+    check_data_file,
     left_pad,
     load_file,
     load_prompt_datasets,
@@ -106,8 +107,9 @@ def test_missing_keys_and_bad_files_are_reported(tmp_path, tokenizer):
     ):
         load_prompt_datasets({"source": str(path)}, tokenizer)
     path.write_text('{"prompt": "1+1=", "answer": "2"}\n{oops\n')
-    with pytest.raises(DataError, match=r"d.jsonl:2: invalid JSON"):
+    with pytest.raises(DataError, match=r"d.jsonl, line 2, column 1, `data.source`: invalid JSON") as info:
         load_file(path)
+    assert (info.value.issues[0].file, info.value.issues[0].line) == (str(path), 2)
     with pytest.raises(DataError, match="unsupported data file type"):
         load_file(tmp_path / "d.csv")
 
@@ -154,3 +156,26 @@ def test_left_pad():
     ids, mask = left_pad([[5, 6, 7], [8], [9, 10]], pad_id=0)
     assert ids.tolist() == [[5, 6, 7], [0, 0, 8], [0, 9, 10]]
     assert mask.tolist() == [[1, 1, 1], [0, 0, 1], [0, 1, 1]]
+
+
+def test_check_data_file_reads_only_the_first_record_or_the_parquet_schema(tmp_path):
+    verl = tmp_path / "verl.parquet"
+    _verl_parquet(verl)
+    check_data_file(str(verl), prompt_key="prompt", answer_key="answer")  # reward_model.ground_truth
+    with pytest.raises(
+        DataError, match=r"the file has no 'question' \(keys: ability, data_source, extra_info"
+    ):
+        check_data_file(str(verl), prompt_key="question", answer_key="answer")
+    lines = tmp_path / "d.jsonl"
+    lines.write_text('{"q": {"text": "1+1="}, "a": "2"}\nnot json: never read by the check\n')
+    check_data_file(str(lines), prompt_key="q.text", answer_key="a")
+    with pytest.raises(
+        DataError, match=r"the first record has no 'answer' \(keys: a, q\); set data.answer_key"
+    ):
+        check_data_file(str(lines), prompt_key="q.text", answer_key="answer")
+    lines.write_text("\n")
+    with pytest.raises(DataError, match="the file holds no records"):
+        check_data_file(str(lines), prompt_key="q", answer_key="a")
+    lines.write_text("[1, 2]\n")
+    with pytest.raises(DataError, match="line 1, column 1, `data.source`: each line must be a JSON object"):
+        check_data_file(str(lines), prompt_key="q", answer_key="a")
