@@ -268,7 +268,8 @@ def recipes_copy(
         Path, typer.Argument(help="The file to write, or a folder to put NAME.yaml in.", show_default=False)
     ],
 ) -> None:
-    """Copy a built-in recipe to edit. Never overwrites an existing file."""
+    """Copy a built-in recipe to edit. Never overwrites an existing file. A recipe from a subfolder
+    (`gsm8k/grpo_qwen2.5-0.5b`) brings the data files beside it, which its relative paths name."""
     from rlrun.recipes import builtin_names, copy_builtin
 
     try:

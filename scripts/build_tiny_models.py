@@ -36,6 +36,9 @@ DEFAULT_OUT = Path(__file__).resolve().parents[1] / "rlrun" / "embedded" / "mode
 BASE_BAND = (0.25, 0.35)  # sampled accuracy at temperature 1 that makes a checkpoint the base
 TEACHER_GREEDY = 0.97  # training stops here, or when the learning rate has decayed to 0
 TEACHER_MIN_GREEDY = 0.90
+# The tokenizer class transformers 4.x and 5.x both have (5.x's own save_pretrained names
+# `TokenizersBackend`, which 4.x lacks): the shipped models load on either major version.
+PORTABLE_TOKENIZER_CLASS = "PreTrainedTokenizerFast"
 
 
 def build_tokenizer() -> PreTrainedTokenizerFast:
@@ -55,6 +58,20 @@ def build_tokenizer() -> PreTrainedTokenizerFast:
         model_max_length=MAX_POSITIONS,
         padding_side="left",
     )
+
+
+def save_tokenizer(tokenizer: PreTrainedTokenizerFast, out: Path) -> None:
+    """`tokenizer.json` and a `tokenizer_config.json` that transformers 4.x and 5.x both read,
+    the same bytes whichever version writes them."""
+    out.mkdir(parents=True, exist_ok=True)
+    tokenizer.backend_tokenizer.save(str(out / "tokenizer.json"))
+    config = {
+        **tokenizer.special_tokens_map,
+        "model_max_length": tokenizer.model_max_length,
+        "padding_side": tokenizer.padding_side,
+        "tokenizer_class": PORTABLE_TOKENIZER_CLASS,
+    }
+    (out / "tokenizer_config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
 
 
 def build_model(tokenizer: PreTrainedTokenizerFast, seed: int) -> Qwen2ForCausalLM:
@@ -183,7 +200,7 @@ def _save(
     }
     out = args.out / name
     model.save_pretrained(out)
-    tokenizer.save_pretrained(out)
+    save_tokenizer(tokenizer, out)
     (out / "build_info.json").write_text(json.dumps(info, indent=2) + "\n")
     print(f"{name}: step {step}, sampled {sampled:.3f}, greedy {greedy:.3f} -> {out}", flush=True)
     return info

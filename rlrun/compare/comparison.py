@@ -49,7 +49,7 @@ def compare(runs: Sequence[Run], options: CompareOptions = CompareOptions()) -> 
         runs=runs,
         labels=labels,
         options=options,
-        incomparabilities=check_comparability(labels, recipes),
+        incomparabilities=check_comparability(labels, recipes, [run.meta.get("setup") for run in runs]),
         diff=diff_recipes(recipes, show_all=options.show_all),
         metrics=metric_rows(runs, select_metrics(runs, options.metrics), options.last_k),
         targets=[(target, [first_reaching(run, target) for run in runs]) for target in options.targets],
@@ -77,6 +77,23 @@ def algorithm_label(meta: dict[str, Any]) -> str:
     return " × ".join(str(part) for part in parts if part) or "?"
 
 
+def setup_label(meta: dict[str, Any]) -> str:
+    """`1×cpu, float32` or `16×cuda, 2 machines, fsdp2, bfloat16, amp bf16`: meta.json's `setup`
+    (processes × device, machines, strategy, dtype, Accelerate's mixed precision); `?` for a run
+    that predates it."""
+    setup = meta.get("setup") or {}
+    if not setup:
+        return "?"
+    parts = [
+        f"{setup.get('processes', '?')}×{setup.get('device', '?')}",
+        f"{setup['machines']} machines" if setup.get("machines", 1) > 1 else None,
+        None if setup.get("strategy") in (None, "none") else str(setup["strategy"]),
+        str(setup.get("dtype", "?")),
+        None if setup.get("mixed_precision") in (None, "no") else f"amp {setup['mixed_precision']}",
+    ]
+    return ", ".join(part for part in parts if part)
+
+
 def header(run: Run, label: str) -> dict[str, Any]:
     """The facts of one run shown above the tables."""
     meta = run.meta
@@ -85,6 +102,7 @@ def header(run: Run, label: str) -> dict[str, Any]:
         "source": run.source,
         "algorithm": algorithm_label(meta),
         "model": meta.get("model") or (run.recipe or {}).get("model", {}).get("path"),
+        "setup": meta.get("setup"),
         "status": run.status,
         "steps_done": run.last_step,
         "total_steps": meta.get("total_steps"),
@@ -147,7 +165,8 @@ def _plain(value: Any) -> Any:
         return {key: _plain(item) for key, item in value.items()}
     if isinstance(value, (list, tuple)):
         return [_plain(item) for item in value]
-    if value is MISSING or (isinstance(value, float) and not math.isfinite(value)):
+    # asdict() deep-copies, so an absent value is another instance of MISSING's class
+    if isinstance(value, type(MISSING)) or (isinstance(value, float) and not math.isfinite(value)):
         return None
     return value
 

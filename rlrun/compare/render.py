@@ -13,7 +13,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from rlrun.compare.comparison import Comparison, header
+from rlrun.compare.comparison import Comparison, header, setup_label
 from rlrun.compare.diff import MISSING
 from rlrun.compare.sparkline import sparkline
 from rlrun.compare.stats import MetricRow, RunStats, finite_series
@@ -78,7 +78,7 @@ def _header_table(comparison: Comparison) -> Table:
         title=f"rlrun compare: {len(comparison.runs)} run(s) against {comparison.labels[0]}{at}",
         title_justify="left",
     )
-    for column in ("run", "algorithm", "model", "status", "steps", "wall time", "git", "seed"):
+    for column in ("run", "algorithm", "model", "setup", "status", "steps", "wall time", "git", "seed"):
         table.add_column(column)
     for index, (run, label) in enumerate(zip(comparison.runs, comparison.labels)):
         facts = header(run, label)
@@ -90,6 +90,7 @@ def _header_table(comparison: Comparison) -> Table:
             Text(label + (" (ref)" if index == 0 else ""), style="bold"),
             facts["algorithm"],
             str(facts["model"] or "—"),
+            setup_label(run.meta),
             status,
             f"{_or_dash(facts['steps_done'])}/{_or_dash(facts['total_steps'])}",
             format_duration(facts["wall_time_s"]),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -12,6 +13,7 @@ from rlrun.tasks.arithmetic import ArithmeticTask
 
 ARITHMETIC = "rlrun:arithmetic"
 FILE_SUFFIXES = (".jsonl", ".json", ".parquet")
+DATA_EXTRA = "pip install 'rlrun[data]'"
 
 
 class DataError(RecipeError, ValueError):
@@ -61,6 +63,20 @@ def is_split_source(source: str) -> bool:
     return source == ARITHMETIC or source.startswith("hf:")
 
 
+def reader_package(source: str) -> str | None:
+    """The optional package that reads `source` (`pyarrow` for parquet files, `datasets` for
+    the hub), or None when it needs none."""
+    if source.startswith("hf:"):
+        return "datasets"
+    return "pyarrow" if source.endswith(".parquet") else None
+
+
+def missing_reader(source: str) -> str | None:
+    """The package `source` needs that is not installed here, or None."""
+    package = reader_package(source)
+    return package if package is not None and importlib.util.find_spec(package) is None else None
+
+
 def load_file(path: str | Path) -> list[dict[str, Any]]:
     """Records of a ``.jsonl``, ``.json`` (a list of objects) or ``.parquet`` file."""
     path = Path(path)
@@ -71,6 +87,8 @@ def load_file(path: str | Path) -> list[dict[str, Any]]:
     if not path.is_file():
         raise DataError(str(path), "no such data file")
     if path.suffix == ".parquet":
+        if missing_reader(str(path)):
+            raise DataError(str(path), f"reading parquet needs the `pyarrow` package ({DATA_EXTRA})")
         table = _parquet(path, lambda pq: pq.read_table(path))
         return table.to_pylist()
     records = [record for _, record in _json_records(path)]
@@ -129,10 +147,10 @@ def _json_records(path: Path) -> Iterator[tuple[int, Any]]:
 
 
 def _load_hub(spec: str, split: str) -> list[dict[str, Any]] | None:
-    try:
-        import datasets
-    except ImportError:
-        raise DataError(f"hf:{spec}", "needs the `datasets` package (pip install 'rlrun[data]')") from None
+    if missing_reader(f"hf:{spec}"):
+        raise DataError(f"hf:{spec}", f"needs the `datasets` package ({DATA_EXTRA})")
+    import datasets
+
     name, _, config = spec.partition(":")
     try:
         available = datasets.get_dataset_split_names(name, config or None)

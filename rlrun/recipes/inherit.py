@@ -12,6 +12,7 @@ from typing import Any
 from rlrun.errors import ConfigIssue
 from rlrun.recipes.builtin import BUILTIN_DIR, builtin_names, builtin_path
 from rlrun.recipes.keys import KeyPath, did_you_mean
+from rlrun.recipes.paths import anchor_paths
 from rlrun.recipes.provenance import Provenance, Source, SourceKind, paths_in
 from rlrun.recipes.yaml_io import Mark, parse_document
 
@@ -71,6 +72,7 @@ def _read(path: Path, kind: SourceKind, stack: list[Path], issues: list[ConfigIs
         return []
     data, marks, found = parse_document(text, name)
     issues.extend(found)
+    anchor_paths(data, path.parent)  # relative paths start at the file that wrote them
     sources = {key: Source(kind, name, mark.line, mark.column) for key, mark in marks.items() if key}
     parents: list[Layer] = []
     if "extends" in data:
@@ -100,7 +102,9 @@ def _resolve_extends(
             fix="write e.g. `extends: grpo`",
         )
         return None
-    target = (path.parent / ref) if is_path else builtin_path(ref)
+    target = (path.parent / ref) if is_path else None
+    if target is None or not target.is_file():  # `gsm8k/grpo_qwen2.5-0.5b`: a built-in in a subfolder
+        target = builtin_path(ref) or target
     if target is not None and target.is_dir():
         problem(
             f"the recipe to extend, {ref!r}, is a folder, not a recipe file (paths are relative to this "

@@ -249,11 +249,12 @@ def data_files_exist(recipe: Recipe, provenance: Provenance) -> Iterator[ConfigI
         elif not Path(source).is_file():
             yield provenance.issue(
                 path,
-                f"the data file does not exist (relative paths start at the working directory, {Path.cwd()})",
+                "the data file does not exist (a relative path starts at the folder of the recipe that "
+                "states it, or at the working directory for an override; `~` and $VARIABLES expand)",
                 code="data-missing",
                 expected="an existing file",
                 found=show_value(source),
-                fix="correct the path, or run rlrun from the folder the path is relative to",
+                fix="correct the path",
             )
         else:
             try:
@@ -421,6 +422,23 @@ def vllm_available(recipe: Recipe, provenance: Provenance) -> Iterator[ConfigIss
             found="rollout.engine: vllm",
             fix=f"run on a GPU machine with `pip install 'rlrun[vllm]'`, or set `rollout.engine: hf`; {PORTABLE_HINT}",
         )
+
+
+@environment_rule
+def data_readers_installed(recipe: Recipe, provenance: Provenance) -> Iterator[ConfigIssue]:
+    from rlrun.data.sources import DATA_EXTRA, missing_reader
+
+    for key in ("source", "val_source"):
+        source = getattr(recipe.data, key)
+        if source is not None and (package := missing_reader(source)) is not None:
+            yield provenance.issue(
+                ("data", key),
+                f"this machine cannot read the data: it needs the `{package}` package, which is not installed",
+                code="data-reader-missing",
+                expected=f"`{package}` installed",
+                found=show_value(source),
+                fix=f"{DATA_EXTRA}; {PORTABLE_HINT}",
+            )
 
 
 @environment_rule

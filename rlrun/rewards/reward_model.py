@@ -28,8 +28,7 @@ from typing import Any
 import torch
 
 from rlrun.embedded import resolve_model_path
-
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+from rlrun.training.models import DTYPES, dtype_argument
 
 
 def reward_model_name(entry: Mapping[str, Any]) -> str:
@@ -87,7 +86,7 @@ class RewardModelScorer:
             self.tokenizer.pad_token = self.tokenizer.eos_token
         dtype = DTYPES[entry.get("dtype", "float32")]
         model = AutoModelForSequenceClassification.from_pretrained(
-            path, dtype=dtype, trust_remote_code=remote
+            path, **dtype_argument(dtype), trust_remote_code=remote
         )
         problem = check_config(model.config.to_dict(), entry.get("label"))
         if problem:

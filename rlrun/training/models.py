@@ -14,6 +14,8 @@ from contextlib import contextmanager
 from typing import Any
 
 import torch
+import transformers
+from packaging.version import Version
 from transformers import (
     AutoModel,
     AutoModelForCausalLM,
@@ -47,6 +49,18 @@ def _loading(path: str) -> Iterator[None]:
         raise RecipeError([issue]) from None
 
 
+def dtype_keyword(transformers_version: str) -> str:
+    """The `from_pretrained` keyword for the weights' dtype: `dtype` from transformers 4.56 on,
+    `torch_dtype` before (older versions pass an unknown `dtype` into the config, whose JSON
+    serialisation then fails)."""
+    return "dtype" if Version(transformers_version) >= Version("4.56") else "torch_dtype"
+
+
+def dtype_argument(dtype: torch.dtype) -> dict[str, torch.dtype]:
+    """`from_pretrained(..., **dtype_argument(torch.bfloat16))` on the installed transformers."""
+    return {dtype_keyword(transformers.__version__): dtype}
+
+
 def load_tokenizer(path: str, trust_remote_code: bool = False) -> PreTrainedTokenizerBase:
     with _loading(path):
         tokenizer = AutoTokenizer.from_pretrained(
@@ -63,7 +77,7 @@ def load_causal_lm(
     """A causal LM; frozen (eval mode, no grad) unless `trainable`."""
     with _loading(path):
         model = AutoModelForCausalLM.from_pretrained(
-            resolve_model_path(path), dtype=DTYPES[dtype], trust_remote_code=trust_remote_code
+            resolve_model_path(path), **dtype_argument(DTYPES[dtype]), trust_remote_code=trust_remote_code
         )
     return model.train() if trainable else freeze(model)
 
@@ -104,7 +118,7 @@ class ValueModel(torch.nn.Module):
     ) -> ValueModel:
         with _loading(path):
             backbone = AutoModel.from_pretrained(
-                resolve_model_path(path), dtype=DTYPES[dtype], trust_remote_code=trust_remote_code
+                resolve_model_path(path), **dtype_argument(DTYPES[dtype]), trust_remote_code=trust_remote_code
             )
         return cls(backbone).to(DTYPES[dtype])
 

@@ -28,7 +28,7 @@ from rlrun.recipes import LoadedRecipe, algorithm_summary
 from rlrun.training import checkpoint as ckpt
 from rlrun.training.allocator import keep_freed_memory
 from rlrun.training.metrics import sample_rows
-from rlrun.training.rundir import RunDir, check_run_name, git_state, now_iso, package_versions
+from rlrun.training.rundir import RunDir, check_run_name, git_state, now_iso, package_versions, run_setup
 from rlrun.training.session import Session, locked_changes, on_cpu
 from rlrun.training.sinks import ConsoleSink, JsonlSink, MetricsLogger, SamplesSink, Say, Sink, WandbSink
 
@@ -143,10 +143,18 @@ class Run:
             if options.resume:
                 meta["total_steps"] = loaded.recipe.trainer.total_steps  # a resume may extend the run
                 meta.setdefault("resumes", []).append(
-                    {"time": now_iso(), "from_step": session.step, "overrides": overrides}
+                    {
+                        "time": now_iso(),
+                        "from_step": session.step,
+                        "overrides": overrides,
+                        "setup": self._setup(),
+                    }
                 )
             self.dir.write_meta(meta)
         self.logger = MetricsLogger(self.sinks, start_wall=self.start_wall)
+
+    def _setup(self) -> dict[str, Any]:
+        return run_setup(self.session.accelerator, self.recipe.model.dtype)
 
     def _new_meta(self, loaded: LoadedRecipe, overrides: list[str]) -> dict[str, Any]:
         sha, dirty = git_state()
@@ -163,6 +171,7 @@ class Run:
             "total_steps": r.trainer.total_steps,
             "algorithm": algorithm_summary(r),
             "model": r.model.path,
+            "setup": self._setup(),  # of the start; each resume records its own
             "recipe": str(loaded.source_path),
             "overrides": overrides,
             "wandb_run_id": None,

@@ -111,3 +111,37 @@ def test_plot_option(runs_dir, tmp_path):
 def test_user_errors_exit_2(runs_dir, args, message):
     result = _compare(runs_dir, *args)
     assert result.exit_code == 2 and message in " ".join(result.output.split())
+
+
+def test_the_run_table_shows_the_setup_and_a_changed_setup_warns(make_run, steps, tmp_path):
+    one = {
+        "processes": 1,
+        "machines": 1,
+        "strategy": "none",
+        "device": "cpu",
+        "device_name": "AMD EPYC",
+        "dtype": "float32",
+        "mixed_precision": "no",
+    }
+    many = {
+        **one,
+        "processes": 16,
+        "machines": 2,
+        "strategy": "fsdp2",
+        "device": "cuda",
+        "dtype": "bfloat16",
+        "mixed_precision": "bf16",
+    }
+    make_run("one", steps(3, {"critic/score/mean": 0.5}), meta={"setup": one})
+    make_run("many", steps(3, {"critic/score/mean": 0.5}), meta={"setup": many})
+    make_run("old", steps(3, {"critic/score/mean": 0.5}))  # before meta.json recorded it
+    result = _compare(tmp_path / "runs", "one", "many", "old")
+    assert result.exit_code == 0, result.output
+    out = result.output
+    assert "1×cpu, float32" in out and "16×cuda, 2 machines, fsdp2, bfloat16, amp bf16" in out
+    assert "different compute setup in many" in " ".join(out.split())
+    result = _compare(tmp_path / "runs", "one", "many", "old", "--json")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert [run["setup"] for run in data["runs"]] == [one, many, None]
+    assert [warning["runs"] for warning in data["not_comparable"]] == [["many"]]

@@ -69,3 +69,35 @@ def test_values_per_run_and_runs_without_recipes(base_recipe):
     assert warning.runs == ["c"]
     assert warning.differences["rollout.max_response_tokens"][2:] == [32, 8]
     assert check_comparability(["a", "b"], [None, long]) == []
+
+
+SETUP = {
+    "processes": 1,
+    "machines": 1,
+    "strategy": "none",
+    "device": "cpu",
+    "device_name": "AMD EPYC",
+    "dtype": "float32",
+    "mixed_precision": "no",
+}
+
+
+def test_a_different_compute_setup_warns_with_its_keys(base_recipe):
+    wider = {**SETUP, "processes": 8, "strategy": "fsdp2", "device": "cuda", "device_name": "NVIDIA H100"}
+    warnings = check_comparability(["a", "b", "c"], [base_recipe] * 3, [SETUP, SETUP, wider])
+    assert [(w.aspect, w.runs) for w in warnings] == [("compute setup", ["c"])]
+    assert warnings[0].differences == {
+        "setup.processes": [1, 1, 8],
+        "setup.strategy": ["none", "none", "fsdp2"],
+        "setup.device": ["cpu", "cpu", "cuda"],
+        "setup.device_name": ["AMD EPYC", "AMD EPYC", "NVIDIA H100"],
+    }
+    assert "wall times and throughput are not comparable" in warnings[0].message
+
+
+def test_runs_that_predate_the_setup_record_are_not_flagged(base_recipe):
+    bf16 = {**SETUP, "dtype": "bfloat16"}
+    assert check_comparability(["a", "b"], [base_recipe] * 2, [SETUP, None]) == []
+    assert check_comparability(["a", "b"], [base_recipe] * 2, [None, bf16]) == []
+    [warning] = check_comparability(["a", "b"], [None, None], [SETUP, bf16])  # no recipes, still the setup
+    assert warning.differences == {"setup.dtype": ["float32", "bfloat16"]}

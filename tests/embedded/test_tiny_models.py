@@ -1,5 +1,6 @@
 """The shipped tiny models: plain transformers loads them, and their accuracy is in its band."""
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -48,6 +49,22 @@ def test_plain_transformers_loads_a_small_qwen2_with_a_char_tokenizer(name):
     assert len({tok.pad_token_id, tok.bos_token_id, tok.eos_token_id}) == 3
     assert tok.decode(tok("12*3=", add_special_tokens=False)["input_ids"]) == "12*3="
     assert model.generation_config.eos_token_id == tok.eos_token_id
+
+
+def test_the_shipped_tokenizer_files_are_what_the_build_script_writes(tmp_path):
+    """Byte for byte, and naming a tokenizer class transformers 4.x and 5.x both have (the CI step
+    on the lowest supported transformers loads them)."""
+    spec = importlib.util.spec_from_file_location("build_tiny_models", SCRIPT)
+    build = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(build)
+    build.save_tokenizer(build.build_tokenizer(), tmp_path)
+    for name in ("tiny-base", "tiny-teacher"):
+        for file in ("tokenizer.json", "tokenizer_config.json"):
+            assert (tmp_path / file).read_bytes() == (MODELS_DIR / name / file).read_bytes(), (name, file)
+    assert (
+        json.loads((tmp_path / "tokenizer_config.json").read_text())["tokenizer_class"]
+        == "PreTrainedTokenizerFast"
+    )
 
 
 def test_base_accuracy_is_in_its_band():

@@ -1,7 +1,10 @@
 """Every cross-field rule, broken by a small recipe; messages checked word for word where it matters."""
 
+import importlib.util
+
 import pytest
 
+from rlrun.data.sources import DataError, load_file
 from rlrun.errors import RecipeError
 from rlrun.recipes import load_recipe
 
@@ -194,10 +197,39 @@ def test_data_files_must_exist(write, errors):
     write("r.yaml", "extends: grpo\ndata:\n  source: train.jsonl\n  val_source: missing.parquet\n")
     [issue] = errors("r.yaml")
     assert (issue.code, issue.key, issue.line) == ("data-missing", "data.val_source", 4)
-    assert issue.found == '"missing.parquet"'
+    assert issue.found.endswith('/missing.parquet"')  # where it looked: beside the recipe
     write("s.yaml", "extends: grpo\ndata:\n  source: train.csv\n")
     [issue] = errors("s.yaml")
     assert (issue.code, issue.line) == ("data-source", 3)
+
+
+@pytest.fixture
+def without_data_packages(monkeypatch):
+    """This machine as if pyarrow and datasets were not installed."""
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda name, *a: None if name in ("pyarrow", "datasets") else real(name, *a),
+    )
+
+
+def test_a_missing_reader_package_is_a_located_error_naming_the_extra(write, errors, without_data_packages):
+    write("train.parquet", "")
+    write("r.yaml", "extends: grpo\ndata:\n  source: train.parquet\n  val_source: hf:openai/gsm8k:main\n")
+    issues = errors("r.yaml")
+    assert [(i.code, i.key, i.line) for i in issues] == [
+        ("data-reader-missing", "data.source", 3),
+        ("data-reader-missing", "data.val_source", 4),
+    ]
+    assert "`pyarrow`" in issues[0].message and "`datasets`" in issues[1].message
+    assert all("pip install 'rlrun[data]'" in i.fix for i in issues)
+    # a recipe for another machine is checked alone
+    assert load_recipe("r.yaml", environment=False).recipe.data.val_source == "hf:openai/gsm8k:main"
+    with pytest.raises(
+        DataError, match=r"train.parquet: reading parquet needs the `pyarrow` package \(pip install"
+    ):
+        load_file("train.parquet")
 
 
 def test_embedded_model_names_are_checked(write, errors):
