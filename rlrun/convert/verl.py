@@ -173,19 +173,43 @@ def read_script(text: str, environ: dict[str, str] | None = None) -> tuple[dict[
 
 
 def _expand(text: str, variables: dict[str, str]) -> str:
-    """Shell expansion of `$((arithmetic))`, `${NAME:-default}`, `${NAME}`, `$NAME` (unknown
-    names are left as written)."""
+    """Shell expansion of `$((arithmetic))`, `${NAME:-default}` (nested), `${NAME}` and `$NAME`;
+    unknown names are left as written."""
+    out: list[str] = []
+    i = 0
+    while i < len(text):
+        if text.startswith("$((", i) and (end := text.find("))", i)) > 0:
+            out.append(_arithmetic(text[i + 3 : end], variables) or text[i : end + 2])
+            i = end + 2
+        elif text.startswith("${", i) and (end := _closing_brace(text, i + 1)) > 0:
+            name, _, default = text[i + 2 : end].partition(":-")
+            known = variables.get(name)
+            out.append(known if known else _expand(default, variables) if default else text[i : end + 1])
+            i = end + 1
+        elif (plain := re.match(r"\$([A-Za-z_]\w*)", text[i:])) is not None:
+            out.append(variables.get(plain[1], plain[0]))
+            i += len(plain[0])
+        else:
+            out.append(text[i])
+            i += 1
+    return "".join(out)
 
-    def arithmetic(match: re.Match[str]) -> str:
-        expression = re.sub(r"\$?\{?([A-Za-z_]\w*)\}?", lambda m: variables.get(m[1], m[0]), match[1])
-        try:
-            return str(_integer_arithmetic(ast.parse(expression, mode="eval").body))
-        except (SyntaxError, ValueError, ZeroDivisionError):
-            return match[0]
 
-    text = re.sub(r"\$\(\((.*?)\)\)", arithmetic, text)
-    text = re.sub(r"\$\{(\w+):-([^}]*)\}", lambda m: variables.get(m[1]) or _expand(m[2], variables), text)
-    return re.sub(r"\$\{(\w+)\}|\$([A-Za-z_]\w*)", lambda m: variables.get(m[1] or m[2], m[0]), text)
+def _closing_brace(text: str, start: int) -> int:
+    depth = 0
+    for i in range(start, len(text)):
+        depth += {"{": 1, "}": -1}.get(text[i], 0)
+        if depth == 0:
+            return i
+    return -1
+
+
+def _arithmetic(expression: str, variables: dict[str, str]) -> str | None:
+    expression = re.sub(r"\$?\{?([A-Za-z_]\w*)\}?", lambda m: variables.get(m[1], m[0]), expression)
+    try:
+        return str(_integer_arithmetic(ast.parse(expression.strip(), mode="eval").body))
+    except (SyntaxError, ValueError, ZeroDivisionError):
+        return None
 
 
 _OPERATORS = {
