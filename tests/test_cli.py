@@ -198,7 +198,14 @@ def test_resume_relaunches_with_the_topology_and_the_runs_strategy(monkeypatch, 
 
     seen = _record_relaunch(monkeypatch)
     topology = ["--num-processes", "4", "--num-machines", "2", "--machine-rank", "1"]
-    topology += ["--main-process-ip", "10.0.0.1", "--main-process-port", "29600", "--accelerate-config", "a.yaml"]
+    topology += [
+        "--main-process-ip",
+        "10.0.0.1",
+        "--main-process-port",
+        "29600",
+        "--accelerate-config",
+        "a.yaml",
+    ]
     result = runner.invoke(app, [*command, str(run_dir), *topology])
     assert result.exit_code == 0, result.output
     assert seen == {

@@ -12,7 +12,9 @@ from rlrun.data.sampler import PromptSampler
 from rlrun.data.sources import ARITHMETIC, DataError, is_split_source, load_file, load_records
 
 
-def load_prompt_datasets(data: Mapping[str, Any], tokenizer: Any) -> tuple[PromptDataset, PromptDataset | None]:
+def load_prompt_datasets(
+    data: Mapping[str, Any], tokenizer: Any
+) -> tuple[PromptDataset, PromptDataset | None]:
     """The train and validation datasets of a recipe's ``data`` section (a mapping).
 
     Validation comes from ``val_source`` when set; otherwise from the generator's validation
@@ -33,7 +35,9 @@ def load_prompt_datasets(data: Mapping[str, Any], tokenizer: Any) -> tuple[Promp
     val_records = load_records(val_source or source, "validation", arithmetic)
     if val_records is None:
         return train, None
-    return train, build_prompt_dataset(val_records, tokenizer, name=f"{val_source or source} (validation)", **options)
+    return train, build_prompt_dataset(
+        val_records, tokenizer, name=f"{val_source or source} (validation)", **options
+    )
 
 
 __all__ = [

@@ -33,7 +33,9 @@ class LengthReport:
         text = f"{kept} of {self.total} prompts kept"
         if self.dropped or self.truncated:
             action = "dropped" if self.dropped else "truncated to their last tokens"
-            text += f" ({self.dropped or self.truncated} longer than {self.max_prompt_tokens} tokens {action})"
+            text += (
+                f" ({self.dropped or self.truncated} longer than {self.max_prompt_tokens} tokens {action})"
+            )
         return text
 
 
@@ -117,7 +119,9 @@ def build_prompt_dataset(
     else:
         dropped = set(too_long)
         keep = [i for i in range(len(ids)) if i not in dropped]
-    report = LengthReport(len(ids), len(ids) - len(keep), len(too_long) if overlong == "truncate" else 0, limit)
+    report = LengthReport(
+        len(ids), len(ids) - len(keep), len(too_long) if overlong == "truncate" else 0, limit
+    )
     if too_long:
         logger.warning("%s: %s", name, report)
     dataset = PromptDataset(texts, ids, truths, extra, chat=any(isinstance(p, list) for p in raw_prompts))
@@ -132,7 +136,9 @@ def _use_chat_template(tokenizer: Any, mode: ChatTemplateMode | str, name: str) 
     has_template = bool(getattr(tokenizer, "chat_template", None))
     if mode in (True, "true"):
         if not has_template:
-            raise DataError(f"{name}: data.apply_chat_template is true but the tokenizer has no chat template")
+            raise DataError(
+                f"{name}: data.apply_chat_template is true but the tokenizer has no chat template"
+            )
         return True
     if mode in (False, "false"):
         return False
@@ -147,8 +153,10 @@ def _render(prompt: Any, tokenizer: Any, use_template: bool, index: int, name: s
     elif isinstance(prompt, list) and all(isinstance(m, dict) and "content" in m for m in prompt):
         messages = prompt
     else:
-        raise DataError(f"{name}: record {index}: a prompt must be a string or a list of chat messages, "
-                        f"got {type(prompt).__name__}")
+        raise DataError(
+            f"{name}: record {index}: a prompt must be a string or a list of chat messages, "
+            f"got {type(prompt).__name__}"
+        )
     if use_template:
         return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
     return prompt if isinstance(prompt, str) else "\n".join(m["content"] for m in messages)
@@ -158,7 +166,9 @@ def _field(record: dict[str, Any], key: str, index: int, name: str) -> Any:
     try:
         return get_field(record, key)
     except KeyError:
-        raise DataError(f"{name}: record {index} has no {key!r} (keys: {', '.join(sorted(record))})") from None
+        raise DataError(
+            f"{name}: record {index} has no {key!r} (keys: {', '.join(sorted(record))})"
+        ) from None
 
 
 def _answer(record: dict[str, Any], key: str, index: int, name: str) -> str:

@@ -17,7 +17,9 @@ class DataError(ValueError):
     """A dataset cannot be loaded or does not fit the recipe (missing keys, overlong prompts...)."""
 
 
-def load_records(source: str, split: str, arithmetic: Mapping[str, Any] | None = None) -> list[dict[str, Any]] | None:
+def load_records(
+    source: str, split: str, arithmetic: Mapping[str, Any] | None = None
+) -> list[dict[str, Any]] | None:
     """Records of ``split`` ("train" | "validation"); None when the source has no such split.
 
     ``rlrun:arithmetic`` uses the ``data.arithmetic`` settings; a file is one split by itself;
@@ -43,7 +45,9 @@ def load_file(path: str | Path) -> list[dict[str, Any]]:
     """Records of a ``.jsonl``, ``.json`` (a list of objects) or ``.parquet`` file."""
     path = Path(path)
     if path.suffix not in FILE_SUFFIXES:
-        raise DataError(f"{path}: unsupported data file type {path.suffix!r}; use one of {', '.join(FILE_SUFFIXES)}")
+        raise DataError(
+            f"{path}: unsupported data file type {path.suffix!r}; use one of {', '.join(FILE_SUFFIXES)}"
+        )
     if not path.is_file():
         raise DataError(f"{path}: no such data file")
     if path.suffix == ".parquet":

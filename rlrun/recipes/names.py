@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import difflib
-import importlib
 from collections.abc import Iterator
 from typing import Any
 
@@ -12,6 +11,7 @@ from rlrun.errors import ConfigIssue, show_value
 from rlrun.recipes.keys import KeyPath
 from rlrun.recipes.provenance import Provenance
 from rlrun.schema import Recipe
+from rlrun.schema.reward import RewardModel
 
 # Which registry each name-valued key is looked up in.
 NAMED_KEYS: dict[KeyPath, str] = {
@@ -26,12 +26,16 @@ NAMED_KEYS: dict[KeyPath, str] = {
 def import_plugins(data: dict[str, Any], provenance: Provenance) -> list[ConfigIssue]:
     """Import `algorithm.plugins` so their components register before names are checked."""
     plugins = data.get("algorithm", {}).get("plugins", []) if isinstance(data.get("algorithm"), dict) else []
+    if not plugins:
+        return []
+    from rlrun.rewards.resolve import import_user_module  # imports torch: not at CLI start-up
+
     issues = []
     for index, module in enumerate(plugins if isinstance(plugins, list) else []):
         if not isinstance(module, str):
             continue  # the schema reports the wrong type
         try:
-            importlib.import_module(module)
+            import_user_module(module)
         except Exception as exc:  # noqa: BLE001 (any failure of user code is a recipe problem)
             issues.append(
                 provenance.issue(
@@ -48,6 +52,7 @@ def check_names(recipe: Recipe, provenance: Provenance) -> Iterator[ConfigIssue]
     """Unknown component names, each listing the valid ones; reward functions that do not
     resolve to a callable."""
     from rlrun.rewards import RewardSpecError, resolve_reward_fn  # imports torch: not at CLI start-up
+    from rlrun.rewards.reward_model import check_config, local_config
 
     tables = registries()
     for path, kind in NAMED_KEYS.items():
@@ -57,6 +62,9 @@ def check_names(recipe: Recipe, provenance: Provenance) -> Iterator[ConfigIssue]
             yield _unknown(path, value, registry.kind, registry.names(), provenance)
     rewards = tables["reward"]
     for index, function in enumerate(recipe.reward.functions):
+        if isinstance(function, RewardModel):
+            yield from _check_reward_model(index, function, provenance, check_config, local_config)
+            continue
         path = ("reward", "functions", index, "fn")
         if function.fn in rewards:
             continue
@@ -83,6 +91,35 @@ def check_names(recipe: Recipe, provenance: Provenance) -> Iterator[ConfigIssue]
                 fix="check the spelling and that the module is importable from the "
                 "working directory or installed",
             )
+
+
+def _check_reward_model(
+    index: int, entry: RewardModel, provenance: Provenance, check_config: Any, local_config: Any
+) -> Iterator[ConfigIssue]:
+    """A reward model on this machine must be a one-output classifier, or name its `label`
+    (its config.json is read; nothing loads). A hub id is checked when it loads."""
+    try:
+        config = local_config(entry.model)
+    except ValueError as exc:  # an unknown rlrun: name, or a directory without config.json
+        yield provenance.issue(
+            ("reward", "functions", index, "model"),
+            str(exc),
+            code="reward-model",
+            expected="rlrun:tiny-reward, a Hugging Face model directory or a hub id",
+            found=show_value(entry.model),
+            fix="check the path",
+        )
+        return
+    problem = check_config(config, entry.label) if config is not None else None
+    if problem:
+        key = "label" if entry.label is not None or "outputs" in problem else "model"
+        yield provenance.issue(
+            ("reward", "functions", index, key),
+            f"this reward model cannot be used as a reward: {problem}",
+            code="reward-model",
+            fix="name a sequence-classification model (AutoModelForSequenceClassification); "
+            "for one with several outputs, set `label` (an index or an id2label name)",
+        )
 
 
 def _unknown(

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from rlrun.rewards import REWARDS
 from rlrun.rewards.answers import answers_equal, extract_answer
 from rlrun.rewards.gsm8k import GSM8KMethod, gsm8k_score
+from rlrun.rewards.registry import REWARDS
 
 try:  # optional (the `math` extra): symbolic equivalence for competition-style answers
     import math_verify

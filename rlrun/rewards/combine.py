@@ -12,6 +12,8 @@ as ``<name>/<key>`` (keys holding text, like verl's ``pred``, are not), and an `
 feeds DAPO's group filter. The combined score is the weighted sum of the functions' scores.
 ``acc`` is the ``"acc"`` of the first function that returns one, else whether the first
 function's score is > 0.
+An entry ``{"model": ...}`` instead of ``{"fn": ...}`` is a learned reward model
+(``rlrun.rewards.reward_model``), scored like any function.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from typing import Any
 import torch
 
 from rlrun.rewards.resolve import resolve_reward_fn, reward_name
+from rlrun.rewards.reward_model import RewardModelScorer, reward_model_name
 from rlrun.rewards.styles import as_batch_reward
 
 
@@ -53,20 +56,25 @@ class RewardFunction:
         self, functions: Sequence[Mapping[str, Any]], *, answer_key: str = "answer", chat: bool = False
     ):
         """``functions``: the recipe's ``reward.functions``, each ``{"fn": spec, "weight": float}``
-        and optionally ``"style"`` and ``"kwargs"``; ``answer_key`` (``data.answer_key``) and
-        ``chat`` (the prompts are chat messages) shape the arguments of TRL-style functions."""
+        and optionally ``"style"`` and ``"kwargs"``, or a reward model's ``{"model": path,
+        "weight": float, ...}``; ``answer_key`` (``data.answer_key``) and ``chat`` (the prompts
+        are chat messages) shape the arguments of TRL-style functions."""
         if not functions:
             raise ValueError("at least one reward function is needed")
         self.terms: list[_Term] = []
         for entry in functions:
-            fn = as_batch_reward(
-                resolve_reward_fn(entry["fn"]),
-                entry.get("style", "auto"),
-                kwargs=entry.get("kwargs"),
-                answer_key=answer_key,
-                chat=chat,
-            )
-            name = base = reward_name(entry["fn"])
+            if "model" in entry:
+                fn, name = RewardModelScorer(entry), reward_model_name(entry)
+            else:
+                fn = as_batch_reward(
+                    resolve_reward_fn(entry["fn"]),
+                    entry.get("style", "auto"),
+                    kwargs=entry.get("kwargs"),
+                    answer_key=answer_key,
+                    chat=chat,
+                )
+                name = reward_name(entry["fn"])
+            base = name
             copies = 1
             while name in self.names:  # the same function twice: exact_match, exact_match_2, ...
                 copies += 1

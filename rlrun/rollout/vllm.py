@@ -109,8 +109,13 @@ class VLLMRolloutEngine:
         self._sleep_mode = bool(options.pop("enable_sleep_mode", False))
         self.model = model
         self._setup(
-            model_path=_model_path(model), tokenizer=tokenizer, dtype=_dtype_name(model),
-            load_format="dummy", max_batch_samples=max_batch_samples, max_model_len=max_model_len, **options,
+            model_path=_model_path(model),
+            tokenizer=tokenizer,
+            dtype=_dtype_name(model),
+            load_format="dummy",
+            max_batch_samples=max_batch_samples,
+            max_model_len=max_model_len,
+            **options,
         )
         self._asleep = False
         self.sync_weights(model)
@@ -133,12 +138,19 @@ class VLLMRolloutEngine:
         _require_vllm()
         options = dict(vllm or {})
         if options.pop("enable_sleep_mode", False):
-            raise ValueError("a frozen (teacher) vLLM engine cannot use sleep mode: it belongs to the policy's engine")
+            raise ValueError(
+                "a frozen (teacher) vLLM engine cannot use sleep mode: it belongs to the policy's engine"
+            )
         engine = cls.__new__(cls)  # no training model: skip __init__'s weight push
         engine._sleep_mode, engine._asleep, engine.model = False, False, None
         engine._setup(
-            model_path=path, tokenizer=tokenizer, dtype=dtype, load_format="auto",
-            max_batch_samples=max_batch_samples, max_model_len=max_model_len, **options,
+            model_path=path,
+            tokenizer=tokenizer,
+            dtype=dtype,
+            load_format="auto",
+            max_batch_samples=max_batch_samples,
+            max_model_len=max_model_len,
+            **options,
         )
         return engine
 
@@ -201,8 +213,9 @@ class VLLMRolloutEngine:
         outputs = self._run(prompts, params)[mine]
         return rollout_batch(outputs, sampling.n, self.pad_id, self.device)
 
-    def score(self, prompt_ids: Sequence[Sequence[int]], response_ids: Sequence[Sequence[int]],
-              topk: int = 0) -> TokenScores:
+    def score(
+        self, prompt_ids: Sequence[Sequence[int]], response_ids: Sequence[Sequence[int]], topk: int = 0
+    ) -> TokenScores:
         """Log-probs (temperature 1) of each response token after its prompt, via prompt_logprobs."""
         if len(prompt_ids) != len(response_ids) or not prompt_ids:
             raise ValueError("score needs as many responses as prompts, and at least one")
@@ -238,7 +251,9 @@ class VLLMRolloutEngine:
             self._asleep = True
         return outputs
 
-    def _pool_tensor_parallel(self, prompts: list[list[int]], seed: int) -> tuple[list[list[int]], int, slice]:
+    def _pool_tensor_parallel(
+        self, prompts: list[list[int]], seed: int
+    ) -> tuple[list[list[int]], int, slice]:
         """With TP, every rank of a vLLM group must submit the same requests with the same seed."""
         if self._tp_group is None:
             return prompts, seed, slice(None)
@@ -387,8 +402,9 @@ def rollout_batch(outputs: Sequence[Any], n: int, pad_id: int, device: torch.dev
     return RolloutBatch(ids.to(device), mask.to(device), log_probs.to(device), finish, n)
 
 
-def token_scores(outputs: Sequence[Any], prompt_lengths: Sequence[int], topk: int,
-                 device: torch.device) -> TokenScores:
+def token_scores(
+    outputs: Sequence[Any], prompt_lengths: Sequence[int], topk: int, device: torch.device
+) -> TokenScores:
     """The response part of each request's ``prompt_logprobs`` as padded tensors."""
     rows = [
         (request.prompt_token_ids[start:], request.prompt_logprobs[start:])
@@ -418,7 +434,9 @@ def _require_vllm() -> None:
         raise RuntimeError(problem)
     installed = Version(importlib.metadata.version("vllm"))
     if installed >= WRITTEN_BELOW:
-        warnings.warn(f"rlrun's vllm engine is written for vLLM {SUPPORTED_VLLM}, not {installed}", stacklevel=3)
+        warnings.warn(
+            f"rlrun's vllm engine is written for vLLM {SUPPORTED_VLLM}, not {installed}", stacklevel=3
+        )
 
 
 def _is_peft(model: torch.nn.Module) -> bool:
@@ -433,7 +451,9 @@ def _zero3_gathered(params: list[torch.nn.Parameter]) -> contextlib.AbstractCont
 
 
 def _model_path(model: torch.nn.Module) -> str:
-    path = getattr(model, "name_or_path", None) or getattr(getattr(model, "config", None), "_name_or_path", "")
+    path = getattr(model, "name_or_path", None) or getattr(
+        getattr(model, "config", None), "_name_or_path", ""
+    )
     if not path:
         raise ValueError("the policy model does not say where it was loaded from (config._name_or_path)")
     return str(path)

@@ -9,9 +9,13 @@ from pydantic import BaseModel, ConfigDict, Field
 
 class Section(BaseModel):
     """A recipe mapping. `extra="forbid"` turns a typo into an error instead of a silent default;
-    `strict` keeps `"8"` from becoming 8 (YAML already gives numbers their types)."""
+    `strict` keeps `"8"` from becoming 8 (YAML already gives numbers their types);
+    `allow_inf_nan=False` makes every float finite (`.inf` and `.nan` are YAML floats, and
+    no setting of a recipe means them)."""
 
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, validate_default=True)
+    model_config = ConfigDict(
+        extra="forbid", strict=True, frozen=True, validate_default=True, allow_inf_nan=False
+    )
 
 
 PositiveInt = Annotated[int, Field(gt=0)]

@@ -38,11 +38,12 @@ from rlrun.algorithms.value_loss import compute_value_loss
 from rlrun.recipes import LoadedRecipe
 from rlrun.training.batching import MiniBatch, UpdateMetrics, plan_minibatches
 from rlrun.training.distributed import global_advantages
-from rlrun.training.metrics import Say, across_processes, batch_metrics
+from rlrun.training.metrics import across_processes, batch_metrics
 from rlrun.training.profiling import Timer, profiled_steps
 from rlrun.training.run import Run, RunOptions, start_run
 from rlrun.training.sequences import Sequences, forward_batched, response_log_probs, response_values
 from rlrun.training.session import GEN_STREAM, SHUFFLE_STREAM, Session, step_seed
+from rlrun.training.sinks import Say
 
 
 class TooManySkippedUpdates(RuntimeError):

@@ -25,7 +25,7 @@ from rlrun.algorithms.kl import AdaptiveKLController, FixedKLController, KLContr
 from rlrun.algorithms.registries import ADVANTAGES, DISTILLATION_LOSSES, POLICY_LOSSES
 from rlrun.data import PromptDataset, PromptSampler, load_prompt_datasets
 from rlrun.errors import ConfigIssue, RecipeError
-from rlrun.evaluation import evaluate
+from rlrun.evaluation import evaluate_recipe
 from rlrun.rewards import RewardFunction
 from rlrun.rollout import ROLLOUT_ENGINES, SamplingParams
 from rlrun.schema import Recipe
@@ -153,7 +153,9 @@ class Session:
             **({"vllm": r.rollout.vllm.model_dump()} if r.rollout.engine == "vllm" else {}),
         )
         self.reward_fn = RewardFunction(
-            [f.model_dump() for f in r.reward.functions], answer_key=r.data.answer_key, chat=self.train_data.chat
+            [f.model_dump() for f in r.reward.functions],
+            answer_key=r.data.answer_key,
+            chat=self.train_data.chat,
         )
         self.sampling = SamplingParams(
             n=r.rollout.n,
@@ -207,21 +209,7 @@ class Session:
         """Held-out accuracy (`val/accuracy` = mean@k) on the validation split."""
         if self.val_data is None:
             return {}
-        e, ro = self.recipe.trainer.eval, self.recipe.rollout
-        result = evaluate(
-            self.engine,
-            self.tokenizer,
-            self.val_data,
-            k=e.k,
-            greedy=e.greedy,
-            max_tokens=ro.max_response_tokens,
-            temperature=ro.temperature,
-            top_p=ro.top_p,
-            top_k=ro.top_k,
-            seed=self.recipe.trainer.seed,
-            limit=e.prompts,
-            reward=self.reward_fn,
-        )
+        result = evaluate_recipe(self.engine, self.tokenizer, self.val_data, self.recipe, self.reward_fn)
         return result.metrics()
 
     # --- checkpointed state ---------------------------------------------------------------

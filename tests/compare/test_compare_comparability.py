@@ -1,4 +1,4 @@
-""""Not comparable" warnings: model/tokenizer, dataset, reward functions, response cap, batch units."""
+""" "Not comparable" warnings: model/tokenizer, dataset, reward functions, response cap, batch units."""
 
 from __future__ import annotations
 
@@ -20,30 +20,39 @@ def _with(recipe, **changes):
     return changed
 
 
-@pytest.mark.parametrize(("changes", "aspect", "keys"), [
-    ({"model__path": "Qwen/Qwen2.5-0.5B"}, "model or tokenizer", ["model.path", "model.tokenizer"]),
-    ({"model__tokenizer": "other-tokenizer"}, "model or tokenizer", ["model.tokenizer"]),
-    ({"data__arithmetic__digits": 3}, "dataset", ["data.arithmetic.digits"]),
-    ({"data__source": "data/gsm8k.parquet"}, "dataset", ["data.source"]),
-    ({"reward__functions": [{"fn": "rlrun:math_answer", "weight": 1.0}]}, "reward functions",
-     ["reward.functions[0].fn"]),
-    ({"rollout__max_response_tokens": 16}, "response length limits", ["rollout.max_response_tokens"]),
-    ({"rollout__min_response_tokens": 4}, "response length limits", ["rollout.min_response_tokens"]),
-    ({"trainer__prompts_per_step": 32}, "batch units", ["trainer.prompts_per_step"]),
-    ({"rollout__n": 4}, "batch units", ["rollout.n"]),
-])
+@pytest.mark.parametrize(
+    ("changes", "aspect", "keys"),
+    [
+        ({"model__path": "Qwen/Qwen2.5-0.5B"}, "model or tokenizer", ["model.path", "model.tokenizer"]),
+        ({"model__tokenizer": "other-tokenizer"}, "model or tokenizer", ["model.tokenizer"]),
+        ({"data__arithmetic__digits": 3}, "dataset", ["data.arithmetic.digits"]),
+        ({"data__source": "data/gsm8k.parquet"}, "dataset", ["data.source"]),
+        (
+            {"reward__functions": [{"fn": "rlrun:math_answer", "weight": 1.0}]},
+            "reward functions",
+            ["reward.functions[0].fn"],
+        ),
+        ({"rollout__max_response_tokens": 16}, "response length limits", ["rollout.max_response_tokens"]),
+        ({"rollout__min_response_tokens": 4}, "response length limits", ["rollout.min_response_tokens"]),
+        ({"trainer__prompts_per_step": 32}, "batch units", ["trainer.prompts_per_step"]),
+        ({"rollout__n": 4}, "batch units", ["rollout.n"]),
+    ],
+)
 def test_each_aspect_warns_with_the_keys_that_differ(base_recipe, changes, aspect, keys):
     warnings = check_comparability(["ref", "other"], [base_recipe, _with(base_recipe, **changes)])
     assert [(w.aspect, list(w.differences), w.runs) for w in warnings] == [(aspect, keys, ["other"])]
     assert warnings[0].message.startswith(f"different {aspect} in other")
 
 
-@pytest.mark.parametrize("changes", [
-    {"actor__optimizer__lr": 3e-4},  # what a comparison is for
-    {"model__tokenizer": "rlrun:tiny-base"},  # null tokenizer = the model's own
-    {"data__seed": 7, "data__shuffle": False},  # same data, other order
-    {"actor__policy_loss": "clip_cov", "algorithm__advantage": "rloo"},
-])
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"actor__optimizer__lr": 3e-4},  # what a comparison is for
+        {"model__tokenizer": "rlrun:tiny-base"},  # null tokenizer = the model's own
+        {"data__seed": 7, "data__shuffle": False},  # same data, other order
+        {"actor__policy_loss": "clip_cov", "algorithm__advantage": "rloo"},
+    ],
+)
 def test_algorithm_and_optimizer_changes_are_comparable(base_recipe, changes):
     assert check_comparability(["ref", "other"], [base_recipe, _with(base_recipe, **changes)]) == []
 

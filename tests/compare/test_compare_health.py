@@ -32,8 +32,12 @@ def test_a_healthy_run_raises_no_flags(make_run, steps):
 
 
 def test_nan_and_inf(make_run, steps):
-    flags = _flags(make_run, steps, actor__grad_norm=lambda s: math.nan if s >= 12 else 1.0,
-                   actor__entropy=lambda s: math.inf if s == 15 else 1.0)
+    flags = _flags(
+        make_run,
+        steps,
+        actor__grad_norm=lambda s: math.nan if s >= 12 else 1.0,
+        actor__entropy=lambda s: math.inf if s == 15 else 1.0,
+    )
     flag = flags["non-finite"]
     assert flag.severity == "error" and flag.step == 12
     assert "actor/entropy (1×)" in flag.message and "actor/grad_norm (9×)" in flag.message
@@ -57,8 +61,12 @@ def test_high_frac_reward_zero_std(make_run, steps):
 
 
 def test_grad_norm_spikes(make_run, steps):
-    flag = _flags(make_run, steps, actor__grad_norm=lambda s: 40.0 if s in (8, 14) else 1.0)["grad-norm-spikes"]
-    assert flag.step == 8 and flag.message.startswith("2 grad-norm spike(s)") and "40× at step 8" in flag.message
+    flag = _flags(make_run, steps, actor__grad_norm=lambda s: 40.0 if s in (8, 14) else 1.0)[
+        "grad-norm-spikes"
+    ]
+    assert (
+        flag.step == 8 and flag.message.startswith("2 grad-norm spike(s)") and "40× at step 8" in flag.message
+    )
 
 
 @pytest.mark.parametrize("name", ["training__skipped_updates", "train__skipped_updates"])

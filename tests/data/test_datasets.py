@@ -35,17 +35,23 @@ def chat_tokenizer():
 
 def _verl_parquet(path):
     rows = [
-        {"data_source": "openai/gsm8k", "prompt": [{"role": "user", "content": f"what is {a}+{a}?"}],
-         "ability": "math", "reward_model": {"style": "rule", "ground_truth": str(2 * a)},
-         "extra_info": {"index": a, "split": "train"}}
+        {
+            "data_source": "openai/gsm8k",
+            "prompt": [{"role": "user", "content": f"what is {a}+{a}?"}],
+            "ability": "math",
+            "reward_model": {"style": "rule", "ground_truth": str(2 * a)},
+            "extra_info": {"index": a, "split": "train"},
+        }
         for a in range(5)
     ]
     pq.write_table(pa.Table.from_pylist(rows), path)
 
 
 def test_generator_datasets_are_tokenised_once(tokenizer):
-    data = {"source": "rlrun:arithmetic", "arithmetic": {"digits": 2, "operators": ["+"], "train_size": 64,
-                                                          "val_size": 16, "seed": 1}}
+    data = {
+        "source": "rlrun:arithmetic",
+        "arithmetic": {"digits": 2, "operators": ["+"], "train_size": 64, "val_size": 16, "seed": 1},
+    }
     train, val = load_prompt_datasets(data, tokenizer)
     assert (len(train), len(val)) == (64, 16)
     assert train.prompt_ids[0] == tokenizer(train.prompts[0])["input_ids"]
@@ -83,8 +89,9 @@ def test_json_files_with_dotted_keys(tmp_path, tokenizer, suffix):
     path = tmp_path / f"data{suffix}"
     text = "\n".join(map(json.dumps, records)) if suffix == ".jsonl" else json.dumps(records)
     path.write_text(text)
-    train, val = load_prompt_datasets({"source": str(path), "prompt_key": "q.text", "answer_key": "meta.answer"},
-                                      tokenizer)
+    train, val = load_prompt_datasets(
+        {"source": str(path), "prompt_key": "q.text", "answer_key": "meta.answer"}, tokenizer
+    )
     assert val is None  # a file alone has no validation split
     assert train.prompts == ["0+1=", "1+1=", "2+1=", "3+1="]
     assert train.ground_truths == ["1", "2", "3", "4"]
@@ -94,7 +101,9 @@ def test_json_files_with_dotted_keys(tmp_path, tokenizer, suffix):
 def test_missing_keys_and_bad_files_are_reported(tmp_path, tokenizer):
     path = tmp_path / "d.jsonl"
     path.write_text('{"prompt": "1+1="}\n')
-    with pytest.raises(DataError, match=r"record 0 has neither 'answer' nor 'reward_model.ground_truth' \(keys: prompt\)"):
+    with pytest.raises(
+        DataError, match=r"record 0 has neither 'answer' nor 'reward_model.ground_truth' \(keys: prompt\)"
+    ):
         load_prompt_datasets({"source": str(path)}, tokenizer)
     path.write_text('{"prompt": "1+1=", "answer": "2"}\n{oops\n')
     with pytest.raises(DataError, match=r"d.jsonl:2: invalid JSON"):
@@ -108,7 +117,9 @@ def test_hub_datasets_need_the_datasets_package_or_network(tokenizer):
         load_prompt_datasets({"source": "hf:nobody/nothing"}, tokenizer)
 
 
-@pytest.mark.parametrize(("policy", "kept", "dropped", "truncated"), [("drop", 2, 2, 0), ("truncate", 4, 0, 2)])
+@pytest.mark.parametrize(
+    ("policy", "kept", "dropped", "truncated"), [("drop", 2, 2, 0), ("truncate", 4, 0, 2)]
+)
 def test_overlong_prompts_are_dropped_or_truncated_and_counted(tokenizer, policy, kept, dropped, truncated):
     records = [{"prompt": p, "answer": "0"} for p in ["1+1=", "11+11=", "1+2=", "123+123="]]
     data = build_prompt_dataset(records, tokenizer, max_prompt_tokens=5, overlong=policy)

@@ -79,5 +79,6 @@ def test_the_build_script_reproduces_the_shipped_models(tmp_path):
         for key in ("sampled_accuracy", "greedy_accuracy"):
             assert rebuilt[key] == pytest.approx(shipped[key], abs=0.03)
         sampled, greedy = _accuracies(str(tmp_path / name), prompts=200)
-        assert (sampled, greedy) == pytest.approx(_accuracies(resolve_model_path(f"rlrun:{name}"), prompts=200),
-                                                  abs=0.05)
+        assert (sampled, greedy) == pytest.approx(
+            _accuracies(resolve_model_path(f"rlrun:{name}"), prompts=200), abs=0.05
+        )

@@ -90,8 +90,8 @@ def test_direct_distillation_with_k1_is_an_error(write, only_error):
 def test_clip_ratio_c_must_exceed_one(write, only_error):
     write("r.yaml", "extends: base\nactor:\n  clip_ratio_c: 1.0\n")
     assert only_error("r.yaml").format() == (
-        "r.yaml, line 3, column 3, `actor.clip_ratio_c`: value out of range. Expected greater than 1. Found 1.0. "
-        "Fix: set `actor.clip_ratio_c` to a value greater than 1."
+        "r.yaml, line 3, column 3, `actor.clip_ratio_c`: value out of range. Expected a number greater than 1. "
+        "Found 1.0. Fix: set `actor.clip_ratio_c` to a number greater than 1."
     )
 
 
@@ -165,10 +165,11 @@ def test_embedded_model_names_are_checked(write, errors):
 @pytest.mark.parametrize(
     "yaml_text, key, expected",
     [
-        ("actor:\n  optimizer:\n    lr: -1.0e-4\n", "actor.optimizer.lr", "greater than 0"),
-        ("rollout:\n  temperature: 0\n", "rollout.temperature", "greater than 0"),
-        ("rollout:\n  top_p: 0\n", "rollout.top_p", "greater than 0"),
-        ("rollout:\n  top_p: 1.5\n", "rollout.top_p", "less than or equal to 1"),
+        ("actor:\n  optimizer:\n    lr: -1.0e-4\n", "actor.optimizer.lr", "a number greater than 0"),
+        ("rollout:\n  temperature: 0\n", "rollout.temperature", "a number greater than 0"),
+        ("rollout:\n  top_p: 0\n", "rollout.top_p", "a number greater than 0"),
+        ("rollout:\n  top_p: 1.5\n", "rollout.top_p", "a number at most 1"),
+        ("rollout:\n  n: 0\n", "rollout.n", "an integer greater than 0"),
     ],
 )
 def test_out_of_range_values(write, only_error, yaml_text, key, expected):
@@ -191,10 +192,15 @@ def test_wrong_types(write, errors):
         ("wrong-type", "actor", 6),
     ]
     assert issues[0].format() == (
-        'r.yaml, line 3, column 3, `rollout.n`: wrong type. Expected a valid integer. Found "8" (a string). '
-        "Fix: write a valid integer (without quotes: a quoted value is a string)."
+        'r.yaml, line 3, column 3, `rollout.n`: wrong type. Expected an integer. Found the string "8". '
+        "Fix: write an integer without quotes (a quoted value is a string)."
     )
-    assert issues[2].expected == "a valid dictionary"
+    assert issues[1].format() == (
+        "r.yaml, line 5, column 3, `critic.enabled`: wrong type. Expected true or false. "
+        'Found the string "yes". Fix: write true or false.'
+    )
+    assert issues[2].expected == "a mapping (indented `key: value` lines)"
+    assert issues[2].found == "the integer 3"
 
 
 def test_other_invalid_values(write, errors):
@@ -202,7 +208,7 @@ def test_other_invalid_values(write, errors):
     issues = errors("r.yaml")
     assert [(i.code, i.key, i.line, i.expected) for i in issues] == [
         ("invalid-value", "model.path", 3, "at least 1 character"),
-        ("invalid-value", "reward.functions", 5, "at least 1 item after validation, not 0"),
+        ("invalid-value", "reward.functions", 5, "at least 1 item"),
     ]
 
 
