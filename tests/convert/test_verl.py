@@ -1,6 +1,9 @@
 """`rlrun convert verl`: verl command lines written like verl's example scripts (GRPO, DAPO, PPO,
 GSPO) and a verl YAML become recipes that validate, with the unit changes worked out."""
 
+import json
+import subprocess
+import sys
 import textwrap
 from pathlib import Path
 
@@ -11,7 +14,7 @@ import yaml
 from typer.testing import CliRunner
 
 from rlrun.cli import app
-from rlrun.convert.verl import ConvertError, convert, read_command_line, read_script, read_source, read_yaml
+from rlrun.convert.verl import ConvertError, convert, read_command_line, read_script, read_source
 from rlrun.recipes import load_recipe
 
 
@@ -112,8 +115,13 @@ def test_grpo_script(data_dir):
     assert recipe["data"]["max_prompt_tokens"] == 512 and recipe["rollout"]["max_response_tokens"] == 1024
     assert recipe["data"]["overlong_prompts"] == "drop"
     assert recipe["reward"]["functions"][0]["fn"] == "rlrun:gsm8k"  # verl's scorer for this data_source
-    assert recipe["trainer"]["eval"]["every_steps"] == 5 and recipe["trainer"]["checkpoint"]["every_steps"] == 20
-    assert recipe["logging"]["wandb"]["enabled"] and recipe["logging"]["wandb"]["project"] == "verl_grpo_example_gsm8k"
+    assert (
+        recipe["trainer"]["eval"]["every_steps"] == 5 and recipe["trainer"]["checkpoint"]["every_steps"] == 20
+    )
+    assert (
+        recipe["logging"]["wandb"]["enabled"]
+        and recipe["logging"]["wandb"]["project"] == "verl_grpo_example_gsm8k"
+    )
     assert recipe["critic"]["enabled"] is False
     report = conversion.report()
     assert "actor_rollout_ref.actor.ppo_mini_batch_size=256 -> actor.mini_batch_samples: 1280" in report
@@ -245,8 +253,16 @@ def test_dapo_script_with_shell_arithmetic_defaults_and_a_verl_reward_file(data_
     assert recipe["actor"]["clip_ratio_low"] == 0.2 and recipe["actor"]["clip_ratio_high"] == 0.28
     assert recipe["actor"]["clip_ratio_c"] == 10.0 and recipe["actor"]["kl_loss"]["enabled"] is False
     assert recipe["actor"]["lr_scheduler"]["warmup_steps"] == 10
-    assert recipe["algorithm"]["group_filter"] == {"enabled": True, "metric": "acc", "max_num_gen_batches": 10}
-    assert recipe["reward"]["overlong_shaping"] == {"enabled": True, "buffer_tokens": 4096, "penalty_factor": 1.0}
+    assert recipe["algorithm"]["group_filter"] == {
+        "enabled": True,
+        "metric": "acc",
+        "max_num_gen_batches": 10,
+    }
+    assert recipe["reward"]["overlong_shaping"] == {
+        "enabled": True,
+        "buffer_tokens": 4096,
+        "penalty_factor": 1.0,
+    }
     assert recipe["reward"]["functions"] == [
         {"fn": "rewards.dapo_score:compute_score", "weight": 1.0, "style": "verl", "kwargs": {}}
     ]
@@ -306,13 +322,19 @@ def test_ppo_script_relies_on_verl_defaults(data_dir):
     recipe, conversion = recipe_of(PPO, data_dir)
     assert recipe["algorithm"]["advantage"] == "gae"  # verl's default estimator, not set in the script
     assert recipe["critic"]["enabled"] is True  # verl turns the critic on for gae by itself
-    assert recipe["critic"]["optimizer"]["lr"] == 1e-5 and recipe["critic"]["model_path"] == "deepseek-ai/deepseek-llm-7b-chat"
+    assert (
+        recipe["critic"]["optimizer"]["lr"] == 1e-5
+        and recipe["critic"]["model_path"] == "deepseek-ai/deepseek-llm-7b-chat"
+    )
     assert recipe["critic"]["warmup_steps"] == 0
     assert recipe["rollout"]["n"] == 1  # verl's default
     assert recipe["actor"]["mini_batch_samples"] == 256 and recipe["actor"]["micro_batch_samples"] == 16 * 8
     assert recipe["trainer"]["total_steps"] == 300
     assert "algorithm.adv_estimator=gae (verl default) -> algorithm.advantage: gae" in conversion.report()
-    assert "critic.ppo_micro_batch_size_per_gpu=32  [the critic trains on the actor's batches" in conversion.report()
+    assert (
+        "critic.ppo_micro_batch_size_per_gpu=32  [the critic trains on the actor's batches"
+        in conversion.report()
+    )
 
 
 GSPO = r"""
@@ -359,7 +381,9 @@ def test_gspo_script(data_dir):
     assert actor["policy_loss"] == "gspo" and actor["loss_agg_mode"] == "seq-mean-token-mean"
     assert actor["clip_ratio_low"] == 3e-4 and actor["clip_ratio_high"] == 4e-4
     assert actor["mini_batch_samples"] == 64 * 16 and actor["micro_batch_samples"] == 8 * 4
-    assert actor["lr_scheduler"]["name"] == "cosine" and actor["lr_scheduler"]["warmup_steps"] == 25  # 5% of 500
+    assert (
+        actor["lr_scheduler"]["name"] == "cosine" and actor["lr_scheduler"]["warmup_steps"] == 25
+    )  # 5% of 500
     assert recipe["data"]["source"] == str(data_dir / "train.parquet")  # the list's one file
     assert recipe["rollout"]["engine"] == "vllm"  # sglang -> vllm, reported
     assert "actor_rollout_ref.rollout.name=sglang -> rollout.engine: vllm" in conversion.report()
@@ -417,7 +441,9 @@ def test_command_line_forms():
         read_command_line(["oops"])
     with pytest.raises(ConvertError, match="no command running verl's trainer"):
         read_script("echo hello\n")
-    settings, notes = read_script("python3 -m verl.trainer.main_ppo data.train_files=$NOT_SET/x.parquet\n", {})
+    settings, notes = read_script(
+        "python3 -m verl.trainer.main_ppo data.train_files=$NOT_SET/x.parquet\n", {}
+    )
     assert settings["data.train_files"] == "$NOT_SET/x.parquet" and "$NOT_SET is not set" in notes[0]
 
 
@@ -444,3 +470,73 @@ def test_cli_writes_once_and_validates(data_dir):
     assert "prompts_per_step: 64" in printed.output
     broken = runner.invoke(app, ["convert", "verl", "missing.yaml"])
     assert broken.exit_code == 2 and "missing.yaml: cannot read it" in broken.output
+
+
+def test_cli_reports_a_recipe_that_does_not_validate(data_dir):
+    # verl would refuse this too: 64 prompts a step cannot make mini-batches of 256 prompts
+    result = runner.invoke(app, ["convert", "verl", "data.train_batch_size=64", "-o", "bad.yaml"])
+    assert result.exit_code == 2
+    assert "actor.mini_batch_samples" in result.output and (data_dir / "bad.yaml").is_file()
+
+
+E2E_RUN = r"""
+    python3 -m verl.trainer.main_ppo \
+        algorithm.adv_estimator=grpo \
+        data.train_files=train.parquet \
+        data.val_files=test.parquet \
+        data.train_batch_size=4 \
+        data.max_prompt_length=64 \
+        data.max_response_length=8 \
+        actor_rollout_ref.model.path=rlrun:tiny-base \
+        actor_rollout_ref.model.enable_gradient_checkpointing=False \
+        actor_rollout_ref.rollout.dtype=fp32 \
+        actor_rollout_ref.rollout.name=hf \
+        actor_rollout_ref.rollout.n=4 \
+        actor_rollout_ref.actor.optim.lr=3e-4 \
+        actor_rollout_ref.actor.ppo_mini_batch_size=2 \
+        actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=4 \
+        actor_rollout_ref.actor.use_kl_loss=True \
+        custom_reward_function.path=my_reward.py \
+        custom_reward_function.name=compute_score \
+        trainer.n_gpus_per_node=1 \
+        trainer.device=cpu \
+        trainer.logger=['console'] \
+        trainer.total_training_steps=2
+"""
+
+
+@pytest.mark.slow
+def test_a_verl_run_and_its_reward_function_train_without_edits(tmp_path, monkeypatch):
+    """The issue's "done when": verl parquet, a verl compute_score and a verl command line -> a run."""
+    for split, rows in (("train", 64), ("test", 16)):
+        records = [
+            {
+                "data_source": "arithmetic",
+                "prompt": [{"role": "user", "content": f"{10 + i}+{20 + i}="}],
+                "ability": "math",
+                "reward_model": {"style": "rule", "ground_truth": str(30 + 2 * i)},
+                "extra_info": {"split": split, "index": i},
+            }
+            for i in range(rows)
+        ]
+        pq.write_table(pa.Table.from_pylist(records), tmp_path / f"{split}.parquet")
+    (tmp_path / "my_reward.py").write_text(DAPO_REWARD)
+    (tmp_path / "run.sh").write_text(textwrap.dedent(E2E_RUN))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    converted = runner.invoke(app, ["convert", "verl", "run.sh", "-o", "recipe.yaml"])
+    assert converted.exit_code == 0, converted.output
+    train = [
+        sys.executable,
+        "-c",
+        "from rlrun.cli import app; app(prog_name='rlrun')",
+        "train",
+        "recipe.yaml",
+    ]
+    done = subprocess.run(
+        [*train, "--name", "run"], check=False, cwd=tmp_path, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    last = json.loads((tmp_path / "runs" / "run" / "metrics.jsonl").read_text().splitlines()[-1])
+    assert last["step"] == 2
+    assert "reward/compute_score/acc/mean" in last and "reward/compute_score/pred/mean" not in last
