@@ -54,15 +54,19 @@ def schema_issues(exc: ValidationError, data: dict[str, Any], provenance: Proven
     """One issue per rejected value. A value that fits none of a union's forms (pydantic
     reports each form's complaint) is one issue at the union's key."""
     issues: list[ConfigIssue] = []
-    unions: dict[KeyPath, list[str]] = {}
+    unions: dict[KeyPath, list[tuple[str, Any, KeyPath]]] = {}
     for error in exc.errors(include_url=False):
         path, union = _real_path(data, error)
         if union is None:
             issues.append(_issue(error, path, provenance))
         else:
-            unions.setdefault(union, []).append(_describe_form(str(error["loc"][len(union)])))
-    for path, forms in unions.items():
-        expected = " or ".join(dict.fromkeys(forms))
+            unions.setdefault(union, []).append((str(error["loc"][len(union)]), error, path))
+    for path, complaints in list(unions.items()):
+        if len({form for form, _, _ in complaints}) == 1:  # a tagged union chose its form: its own errors
+            issues.extend(_issue(error, inner, provenance) for _, error, inner in complaints)
+            del unions[path]
+    for path, complaints in unions.items():
+        expected = " or ".join(dict.fromkeys(_describe_form(form) for form, _, _ in complaints))
         issues.append(
             provenance.issue(
                 path,
