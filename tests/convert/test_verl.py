@@ -2,6 +2,8 @@
 GSPO) and a verl YAML become recipes that validate, with the unit changes worked out."""
 
 import json
+import shlex
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -540,3 +542,22 @@ def test_a_verl_run_and_its_reward_function_train_without_edits(tmp_path, monkey
     last = json.loads((tmp_path / "runs" / "run" / "metrics.jsonl").read_text().splitlines()[-1])
     assert last["step"] == 2
     assert "reward/compute_score/acc/mean" in last and "reward/compute_score/pred/mean" not in last
+
+
+def test_the_readme_convert_command(tmp_path, monkeypatch):
+    """The README's `rlrun convert verl` command, exactly as written, on the example script it names."""
+    repo = Path(__file__).resolve().parents[2]
+    readme = (repo / "README.md").read_text()
+    (command,) = [line for line in readme.splitlines() if line.startswith("rlrun convert verl ")]
+    shutil.copytree(repo / "examples", tmp_path / "examples")
+    (tmp_path / "data" / "gsm8k").mkdir(parents=True)
+    verl_parquet(tmp_path / "data" / "gsm8k" / "train.parquet", 1024)
+    verl_parquet(tmp_path / "data" / "gsm8k" / "test.parquet", 16)
+    monkeypatch.setenv("HOME", str(tmp_path))  # the script reads $HOME/data/gsm8k/*.parquet
+    monkeypatch.chdir(tmp_path)
+    result = runner.invoke(app, shlex.split(command)[1:])
+    assert result.exit_code == 0, result.output
+    recipe = load_recipe(tmp_path / "grpo_gsm8k.yaml", environment=False).recipe
+    assert recipe.actor.mini_batch_samples == 64 * 8 and recipe.actor.micro_batch_samples == 16 * 4
+    assert recipe.trainer.total_steps == 15 * (1024 // 256) and recipe.reward.functions[0].fn == "rlrun:gsm8k"
+    assert "--num-processes 4" in result.output
