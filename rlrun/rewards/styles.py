@@ -78,6 +78,19 @@ def as_batch_reward(
     return call_rlrun
 
 
+def unaccepted_kwargs(fn: Callable[..., Any], kwargs: Mapping[str, Any]) -> list[str]:
+    """The names in a reward entry's `kwargs` that `fn` has no parameter for (none if it takes
+    ``**kwargs``; ``**_``, which the built-ins use to ignore dataset columns, takes none)."""
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return []
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD and p.name != "_" for p in params):
+        return []
+    names = {p.name for p in params}
+    return [name for name in kwargs if name not in names]
+
+
 def _verl_caller(fn: Callable[..., Any], fixed: dict[str, Any]) -> Callable[..., Any]:
     names = _parameter_names(fn)
     takes_all = _takes_var_keyword(fn)
