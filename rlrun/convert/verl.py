@@ -23,7 +23,6 @@ from rlrun.convert.recipe import Conversion, ConvertError, build, read_yaml
 from rlrun.convert.verl_keys import TABLE, VERL_DEFAULTS, gpus
 from rlrun.recipes.yaml_io import parse_value
 
-VERL_LAYOUT_ANSWER = "reward_model.ground_truth"
 _STOP_TOKENS = {"|", "||", "&&", ";", "&", "$@", "2>&1"}
 
 
@@ -176,6 +175,8 @@ def convert(settings: dict[str, Any], source: str) -> Conversion:
         stack="verl",
         table=TABLE,
         defaults=VERL_DEFAULTS,
-        fixed={"data.answer_key": VERL_LAYOUT_ANSWER},
+        # data.answer_key stays `answer`: absent in verl's layout, rlrun then reads
+        # reward_model.ground_truth and keeps the reward_model column whole for verl-style rewards
+        fixed={},
         processes=gpus({**VERL_DEFAULTS, **settings}),
     )

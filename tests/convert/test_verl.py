@@ -113,7 +113,7 @@ def test_grpo_script(data_dir):
     assert recipe["actor"]["optimizer"]["lr"] == 1e-6
     assert recipe["actor"]["optimizer"]["weight_decay"] == 0.01  # verl's default, not rlrun's 0
     assert recipe["data"]["source"] == str(data_dir / "train.parquet")
-    assert recipe["data"]["answer_key"] == "reward_model.ground_truth"
+    assert recipe["data"]["answer_key"] == "answer"  # absent: rlrun falls back to verl's reward_model
     assert recipe["data"]["max_prompt_tokens"] == 512 and recipe["rollout"]["max_response_tokens"] == 1024
     assert recipe["data"]["overlong_prompts"] == "drop"
     assert recipe["reward"]["functions"][0]["fn"] == "rlrun:gsm8k"  # verl's scorer for this data_source

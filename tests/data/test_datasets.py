@@ -154,3 +154,11 @@ def test_left_pad():
     ids, mask = left_pad([[5, 6, 7], [8], [9, 10]], pad_id=0)
     assert ids.tolist() == [[5, 6, 7], [0, 0, 8], [0, 9, 10]]
     assert mask.tolist() == [[1, 1, 1], [0, 0, 1], [0, 1, 1]]
+
+
+def test_the_dataset_knows_its_prompts_were_chat_messages(tmp_path, tokenizer):
+    path = tmp_path / "train.parquet"
+    _verl_parquet(path)
+    assert build_prompt_dataset(load_file(path), tokenizer).take([1, 2]).chat  # TRL rewards then see messages
+    plain = [{"prompt": "1+1=", "answer": "2"}]
+    assert not build_prompt_dataset(plain, tokenizer).chat
