@@ -43,6 +43,15 @@ def _micro_batch(value: Any, settings: Settings) -> int:
     )
 
 
+def _loss_kwargs(value: Any, settings: Settings) -> dict[str, Any]:
+    prefix = "actor_rollout_ref.actor.policy_loss."
+    return {
+        key[len(prefix) :]: v
+        for key, v in settings.items()
+        if key.startswith(prefix) and key != prefix + "loss_mode"
+    }
+
+
 def _first_file(value: Any, settings: Settings) -> Any:
     return value[0] if isinstance(value, list) and value else value
 
@@ -235,6 +244,11 @@ TABLE: dict[str, KeyMap] = {
     "actor_rollout_ref.actor.ppo_epochs": KeyMap("actor.ppo_epochs"),
     "actor_rollout_ref.actor.policy_loss.loss_mode": KeyMap("actor.policy_loss"),
     "actor_rollout_ref.actor.loss_mode": KeyMap("actor.policy_loss"),
+    "actor_rollout_ref.actor.policy_loss.*": KeyMap(
+        "actor.loss_kwargs",
+        "the chosen loss's own parameters (clip_cov_ratio, kl_cov_ratio, ...)",
+        _loss_kwargs,
+    ),
     "actor_rollout_ref.actor.strategy": KeyMap(
         "trainer.strategy",
         "fsdp and fsdp2 -> fsdp2 (rlrun's FSDP); megatron has no equivalent",

@@ -449,6 +449,19 @@ def test_command_line_forms():
     assert settings["data.train_files"] == "$NOT_SET/x.parquet" and "$NOT_SET is not set" in notes[0]
 
 
+def test_a_loss_keeps_its_own_parameters():
+    settings, _ = read_command_line(
+        [
+            "actor_rollout_ref.actor.policy_loss.loss_mode=clip_cov",
+            "actor_rollout_ref.actor.policy_loss.clip_cov_ratio=0.0005",
+            "actor_rollout_ref.actor.policy_loss.clip_cov_ub=4.0",
+        ]
+    )
+    nested = convert(settings, "x").recipe["actor"]
+    assert nested["policy_loss"] == "clip_cov"
+    assert nested["loss_kwargs"] == {"clip_cov_ratio": 0.0005, "clip_cov_ub": 4.0}
+
+
 def test_unknown_keys_are_reported_not_lost():
     conversion = convert({"actor_rollout_ref.actor.optim.lr": 2e-6, "my_team.flag": 1}, "x")
     assert "not a verl key rlrun knows (left out): 1\n  my_team.flag=1" in conversion.report()
