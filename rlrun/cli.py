@@ -186,11 +186,11 @@ def _batch_plan_table(loaded: LoadedRecipe) -> Table:
     table.add_row(
         "mini-batches", str(plan.mini_batches), f"{plan.mini_batch_samples} samples, one optimizer step"
     )
-    table.add_row(
-        "micro-batches",
-        f"{plan.micro_batches_per_mini_batch} per mini-batch",
-        f"{plan.micro_batch_samples} samples, one forward/backward",
-    )
+    if plan.micro_batch_tokens is None:
+        micro = (f"{plan.micro_batches_per_mini_batch} per mini-batch", f"{plan.micro_batch_samples} samples")
+    else:
+        micro = ("by length", f"≤ {plan.micro_batch_tokens} padded tokens")
+    table.add_row("micro-batches", micro[0], f"{micro[1]}, one forward/backward")
     table.add_row("optimizer steps", str(plan.optimizer_steps), f"per rollout ({plan.ppo_epochs} epoch(s))")
     return table
 

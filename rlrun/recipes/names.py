@@ -10,6 +10,7 @@ from rlrun.components import registries
 from rlrun.errors import ConfigIssue, show_value
 from rlrun.recipes.keys import KeyPath
 from rlrun.recipes.provenance import Provenance
+from rlrun.registry import Registry
 from rlrun.schema import Recipe
 from rlrun.schema.reward import RewardFunction, RewardModel
 
@@ -48,9 +49,50 @@ def import_plugins(data: dict[str, Any], provenance: Provenance) -> list[ConfigI
     return issues
 
 
+# The component keywords a recipe may set under `*_kwargs`, per name key: the trainer passes the
+# tensors itself (not settable), and a few keywords have their own recipe key (set them there).
+KWARGS_KEYS: dict[KeyPath, tuple[KeyPath, frozenset[str], dict[str, str]]] = {
+    ("algorithm", "advantage"): (
+        ("algorithm", "advantage_kwargs"),
+        frozenset(
+            {
+                "token_level_rewards",
+                "response_mask",
+                "index",
+                "values",
+                "reward_baselines",
+                "reward_components",
+                "old_log_probs",
+                "sum_pi_squared",
+                "rollout_is_weights",
+            }
+        ),
+        {key: f"algorithm.{key}" for key in ("gamma", "lam", "norm_adv_by_std_in_grpo")},
+    ),
+    ("actor", "policy_loss"): (
+        ("actor", "loss_kwargs"),
+        frozenset(
+            {
+                "old_log_prob",
+                "log_prob",
+                "advantages",
+                "response_mask",
+                "rollout_is_weights",
+                "agg_kwargs",
+                "generator",
+            }
+        ),
+        {
+            key: f"actor.{key}"
+            for key in ("loss_agg_mode", "clip_ratio", "clip_ratio_low", "clip_ratio_high", "clip_ratio_c")
+        },
+    ),
+}
+
+
 def check_names(recipe: Recipe, provenance: Provenance) -> Iterator[ConfigIssue]:
-    """Unknown component names, each listing the valid ones; reward functions that do not
-    resolve to a callable."""
+    """Unknown component names, each listing the valid ones; `*_kwargs` keys the named
+    component does not take; reward functions that do not resolve to a callable."""
     from rlrun.rewards import RewardSpecError, resolve_reward_fn  # imports torch: not at CLI start-up
     from rlrun.rewards.reward_model import check_config, local_config
 
@@ -60,6 +102,8 @@ def check_names(recipe: Recipe, provenance: Provenance) -> Iterator[ConfigIssue]
         registry = tables[kind]
         if value not in registry:
             yield _unknown(path, value, registry.kind, registry.names(), provenance)
+        elif path in KWARGS_KEYS:
+            yield from _check_kwargs(recipe, provenance, registry, value, *KWARGS_KEYS[path])
     rewards = tables["reward"]
     for index, function in enumerate(recipe.reward.functions):
         if isinstance(function, RewardModel):
@@ -140,6 +184,72 @@ def _check_reward_model(
             fix="name a sequence-classification model (AutoModelForSequenceClassification); "
             "for one with several outputs, set `label` (an index or an id2label name)",
         )
+
+
+def _check_kwargs(
+    recipe: Recipe,
+    provenance: Provenance,
+    registry: Registry,
+    name: str,
+    path: KeyPath,
+    supplied: frozenset[str],
+    own_keys: dict[str, str],
+) -> Iterator[ConfigIssue]:
+    """Each key of the `*_kwargs` mapping at `path` checked against `name`'s signature."""
+    accepted = [k for k in registry.keywords(name) if k not in supplied and k not in own_keys]
+    hints = registry.keyword_types(name)
+    for key, value in _get(recipe, path).items():
+        if key in own_keys:
+            yield provenance.issue(
+                (*path, key),
+                f"`{key}` has its own recipe key; the trainer passes {own_keys[key]} to `{name}`",
+                code="kwarg-has-key",
+                found=show_value(key),
+                fix=f"set `{own_keys[key]}` instead, and remove `{key}` here",
+            )
+        elif key not in accepted:
+            close = difflib.get_close_matches(key, accepted, n=1, cutoff=0.5)
+            what = (
+                "an input the trainer passes to"
+                if key in supplied
+                else f"not a keyword of the {registry.kind}"
+            )
+            yield provenance.issue(
+                (*path, key),
+                f"`{key}` is {what} `{name}`" + (f"; did you mean {close[0]!r}?" if close else ""),
+                code="unknown-kwarg",
+                expected="one of " + ", ".join(accepted)
+                if accepted
+                else f"nothing: `{name}` takes no settings",
+                found=show_value(key),
+                fix="remove the key, or use one the component takes (its docstring documents them)",
+            )
+        elif key in hints and (problem := _type_problem(hints[key], value)):
+            yield provenance.issue(
+                (*path, key),
+                f"`{key}` of `{name}` {problem}",
+                code="kwarg-type",
+                expected=_type_name(hints[key]),
+                found=show_value(value),
+                fix=f"give `{key}` a value of the type `{name}` declares",
+            )
+
+
+def _type_problem(hint: Any, value: Any) -> str | None:
+    """Why `value` does not fit the type hint (strict: no string-to-number coercion), or None."""
+    from pydantic import TypeAdapter, ValidationError
+
+    try:
+        TypeAdapter(hint).validate_python(value, strict=True)
+    except ValidationError as exc:
+        return exc.errors()[0]["msg"].lower().replace("input ", "", 1)
+    except Exception:  # noqa: BLE001 (a hint pydantic cannot check, e.g. torch.Tensor: not checked)
+        return None
+    return None
+
+
+def _type_name(hint: Any) -> str:
+    return getattr(hint, "__name__", None) or str(hint).replace("collections.abc.", "").replace("typing.", "")
 
 
 def _unknown(

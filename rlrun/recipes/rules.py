@@ -8,9 +8,11 @@ import difflib
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from rlrun.components import registries
 from rlrun.embedded import embedded_model_names
 from rlrun.errors import ConfigIssue, show_value
 from rlrun.recipes.provenance import Provenance
+from rlrun.registry import Registry
 from rlrun.schema import Recipe
 
 Rule = Callable[[Recipe, Provenance], Iterator[ConfigIssue]]
@@ -18,10 +20,10 @@ ERROR_RULES: list[Rule] = []
 NOTICE_RULES: list[Rule] = []
 ENVIRONMENT_RULES: list[Rule] = []
 
-# Estimators whose baseline comes from the other responses to the same prompt.
-GROUP_ESTIMATORS = frozenset(
-    {"grpo", "rloo", "opo", "gpg", "reinforce_plus_plus_baseline", "grpo_passk", "gdpo"}
-)
+
+def _advantages() -> Registry:
+    """The advantage estimators, plugins included: their declared needs drive the rules below."""
+    return registries()["advantage"]
 
 
 def error_rule(rule: Rule) -> Rule:
@@ -58,8 +60,9 @@ def groups_need_samples(recipe: Recipe, provenance: Provenance) -> Iterator[Conf
     n = recipe.rollout.n
     if n >= 2:
         return
-    advantage = recipe.algorithm.advantage
-    if advantage in GROUP_ESTIMATORS:
+    advantage, estimators = recipe.algorithm.advantage, _advantages()
+    if estimators.needs(advantage).needs_groups:
+        groupless = ", ".join(estimators.names_where(lambda needs: not needs.needs_groups))
         yield provenance.issue(
             provenance.user_set(("rollout", "n"), ("algorithm", "advantage")),
             f"the `{advantage}` advantage compares each response with the other responses to the same "
@@ -67,7 +70,7 @@ def groups_need_samples(recipe: Recipe, provenance: Provenance) -> Iterator[Conf
             code="group-needs-n",
             expected="rollout.n >= 2",
             found=f"rollout.n: {n}",
-            fix="set `rollout.n: 8` (or choose an estimator without groups: reinforce_plus_plus, remax, gae)",
+            fix=f"set `rollout.n: 8` (or choose an estimator without groups: {groupless})",
         )
     if recipe.algorithm.group_filter.enabled:
         yield provenance.issue(
@@ -82,11 +85,12 @@ def groups_need_samples(recipe: Recipe, provenance: Provenance) -> Iterator[Conf
 
 
 @error_rule
-def gae_needs_critic(recipe: Recipe, provenance: Provenance) -> Iterator[ConfigIssue]:
-    if recipe.algorithm.advantage == "gae" and not recipe.critic.enabled:
+def advantage_needs_critic(recipe: Recipe, provenance: Provenance) -> Iterator[ConfigIssue]:
+    advantage = recipe.algorithm.advantage
+    if _advantages().needs(advantage).needs_critic and not recipe.critic.enabled:
         yield provenance.issue(
             provenance.user_set(("algorithm", "advantage"), ("critic", "enabled")),
-            "the `gae` advantage needs value estimates, which come from a critic",
+            f"the `{advantage}` advantage needs value estimates, which come from a critic",
             code="gae-needs-critic",
             expected="critic.enabled: true",
             found="critic.enabled: false",
@@ -190,7 +194,7 @@ def batches_divide(recipe: Recipe, provenance: Provenance) -> Iterator[ConfigIss
             found=f"{samples} % {mini} = {samples % mini}",
             fix=f"{fix}, or change the prompts per step or n",
         )
-    if mini % micro:
+    if mini % micro and recipe.actor.micro_batch_tokens is None:
         yield provenance.issue(
             provenance.user_set(("actor", "micro_batch_samples"), ("actor", "mini_batch_samples")),
             f"a mini-batch of {mini} samples does not split into micro-batches of {micro}",
@@ -198,6 +202,27 @@ def batches_divide(recipe: Recipe, provenance: Provenance) -> Iterator[ConfigIss
             expected=f"actor.micro_batch_samples dividing {mini}",
             found=f"{mini} % {micro} = {mini % micro}",
             fix="set `actor.micro_batch_samples` to a divisor of `actor.mini_batch_samples`",
+        )
+
+
+@error_rule
+def micro_batch_tokens_fit_a_row(recipe: Recipe, provenance: Provenance) -> Iterator[ConfigIssue]:
+    budget = recipe.actor.micro_batch_tokens
+    row = recipe.data.max_prompt_tokens + recipe.rollout.max_response_tokens
+    if budget is not None and budget < row:
+        yield provenance.issue(
+            provenance.user_set(
+                ("actor", "micro_batch_tokens"),
+                ("data", "max_prompt_tokens"),
+                ("rollout", "max_response_tokens"),
+            ),
+            f"a micro-batch of {budget} tokens cannot hold the longest row, a prompt of up to "
+            f"data.max_prompt_tokens = {recipe.data.max_prompt_tokens} plus a response of up to "
+            f"rollout.max_response_tokens = {recipe.rollout.max_response_tokens} tokens",
+            code="batch-divisibility",
+            expected=f"actor.micro_batch_tokens >= {row}",
+            found=f"micro_batch_tokens: {budget}",
+            fix=f"set `actor.micro_batch_tokens` to at least {row} (a few rows' worth batches them)",
         )
 
 
@@ -292,7 +317,7 @@ def gspo_length_weighted(recipe: Recipe, provenance: Provenance) -> Iterator[Con
 @notice_rule
 def entropy_bonus_with_groups(recipe: Recipe, provenance: Provenance) -> Iterator[ConfigIssue]:
     coef, advantage = recipe.actor.entropy_coef, recipe.algorithm.advantage
-    if coef != 0 and advantage in GROUP_ESTIMATORS:
+    if coef != 0 and _advantages().needs(advantage).needs_groups:
         yield provenance.issue(
             ("actor", "entropy_coef"),
             f"an entropy bonus with the group-based `{advantage}` advantage: GRPO-family recipes (GRPO, DAPO, "

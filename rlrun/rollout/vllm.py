@@ -25,9 +25,9 @@ How it works:
 - Sleep mode (``rollout.vllm.enable_sleep_mode``): after each ``generate`` vLLM sleeps at
   level 2, freeing its weights and KV cache for training; waking always pushes the trainer's
   weights before anything is generated.
-- OPD teacher scoring: :meth:`VLLMRolloutEngine.from_pretrained` builds a frozen engine from
-  a checkpoint and :meth:`VLLMRolloutEngine.score` returns per-token (and top-k) log-probs of
-  given responses through vLLM's ``prompt_logprobs``.
+- :meth:`VLLMRolloutEngine.score` returns per-token (and top-k) log-probs of given responses
+  through vLLM's ``prompt_logprobs`` (how the GPU tests check that weights really synced; OPD's
+  teacher scores through the trainer's own forward pass).
 
 Importing this module does not import vLLM; building an engine does.
 """
@@ -120,40 +120,6 @@ class VLLMRolloutEngine:
         self._asleep = False
         self.sync_weights(model)
 
-    @classmethod
-    def from_pretrained(
-        cls,
-        path: str,
-        tokenizer: Any,
-        *,
-        dtype: str = "bfloat16",
-        max_batch_samples: int = 1024,
-        vllm: Mapping[str, Any] | None = None,
-        max_model_len: int | None = None,
-    ) -> VLLMRolloutEngine:
-        """A frozen engine loaded from ``path`` (an OPD teacher): ``generate`` and ``score`` only.
-
-        vLLM's sleep mode serves one engine per process (the policy's), so it is off here.
-        """
-        _require_vllm()
-        options = dict(vllm or {})
-        if options.pop("enable_sleep_mode", False):
-            raise ValueError(
-                "a frozen (teacher) vLLM engine cannot use sleep mode: it belongs to the policy's engine"
-            )
-        engine = cls.__new__(cls)  # no training model: skip __init__'s weight push
-        engine._sleep_mode, engine._asleep, engine.model = False, False, None
-        engine._setup(
-            model_path=path,
-            tokenizer=tokenizer,
-            dtype=dtype,
-            load_format="auto",
-            max_batch_samples=max_batch_samples,
-            max_model_len=max_model_len,
-            **options,
-        )
-        return engine
-
     def _setup(
         self,
         *,
@@ -171,8 +137,7 @@ class VLLMRolloutEngine:
         _set_launcher_env()
         self._tp_group = _tensor_parallel_group(tensor_parallel_size)
         self.pad_id, self.eos_ids = _special_ids(tokenizer, self.model)
-        # Results go where the trainer computes: the policy's device (a teacher has none).
-        self.device = next(self.model.parameters()).device if self.model is not None else torch.device("cuda")
+        self.device = next(self.model.parameters()).device  # results go where the trainer computes
         self.llm = LLM(
             model=model_path,
             tokenizer=getattr(tokenizer, "name_or_path", None) or model_path,
@@ -229,8 +194,6 @@ class VLLMRolloutEngine:
 
     def sync_weights(self, model: torch.nn.Module) -> None:
         """Push ``model``'s weights into vLLM (every rank calls this: gathering is collective)."""
-        if self.model is None:
-            raise RuntimeError("this vLLM engine was loaded from a checkpoint and is frozen")
         if self._asleep:
             torch.cuda.empty_cache()  # hand the training step's cached blocks back first
             self.llm.wake_up(tags=["weights"])

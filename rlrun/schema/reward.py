@@ -16,9 +16,13 @@ RewardStyle = Literal["auto", "rlrun", "verl", "trl"]
 
 class RewardFunction(Section):
     fn: str = Field(min_length=1)
+    """A reward: built-in name or "pkg.module:function" (an importable callable)."""
     weight: float = 1.0
+    """Weight of this function in the summed reward."""
     style: RewardStyle = "auto"
+    """How the function is called: rlrun | verl (compute_score) | trl | auto (from its signature)."""
     kwargs: dict[str, Any] = Field(default_factory=dict)
+    """Extra keyword arguments passed to the function on every call."""
 
     @property
     def shown(self) -> str:
@@ -31,18 +35,30 @@ class RewardModel(Section):
     reward: its output on the prompt + response, tokenised by its own tokenizer (through its
     own chat template when it has one), scored `batch_size` at a time on its own device."""
 
-    model: str = Field(min_length=1)  # rlrun:<name> (rlrun:tiny-reward), a local HF dir or a hub id
+    model: str = Field(min_length=1)
+    """rlrun:<name> (rlrun:tiny-reward), a local Hugging Face folder or a hub id."""
     weight: float = 1.0
-    name: str | None = Field(None, min_length=1)  # metric name; null = the model's last path part
-    label: int | str | None = None  # the output to use, by index or id2label name; null = the only one
-    score: Literal["logit", "probability"] = "logit"  # probability: sigmoid (one output) or softmax
-    shift: float = 0.0  # reported score = (score - shift) / scale: a fixed normalisation, e.g. by
-    scale: PositiveFloat = 1.0  # the model's mean/std on your data (`rlrun eval` measures them)
-    batch_size: PositiveInt = 32  # sequences per forward pass
-    max_tokens: PositiveInt | None = None  # longer inputs keep their last tokens; null = no limit
-    device: Literal["auto", "cpu", "cuda"] = "auto"  # auto = the GPU when there is one
+    """Weight of this model's score in the summed reward."""
+    name: str | None = Field(None, min_length=1)
+    """Metric name; null = the model's last path part."""
+    label: int | str | None = None
+    """The output to use, by index or id2label name; null = the only one."""
+    score: Literal["logit", "probability"] = "logit"
+    """logit | probability (sigmoid for one output, else softmax)."""
+    shift: float = 0.0
+    """Reported score = (score - shift) / scale: a fixed normalisation, e.g. by the model's mean."""
+    scale: PositiveFloat = 1.0
+    """...and standard deviation on your data (`rlrun eval` measures them)."""
+    batch_size: PositiveInt = 32
+    """Sequences per forward pass."""
+    max_tokens: PositiveInt | None = None
+    """Longer inputs keep their last tokens; null = no limit."""
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    """auto = the GPU when there is one."""
     dtype: Literal["float32", "bfloat16", "float16"] = "float32"
+    """The reward model's weights' dtype."""
     trust_remote_code: bool = False
+    """Allow the model folder's own Python code (only for models you trust)."""
 
     @property
     def shown(self) -> str:
@@ -62,10 +78,15 @@ RewardEntry = Annotated[
 
 class OverlongShaping(Section):
     enabled: bool = False
+    """DAPO's soft penalty on responses that run into the length limit."""
     buffer_tokens: PositiveInt = 4
+    """Length of the penalty ramp before rollout.max_response_tokens."""
     penalty_factor: NonNegativeFloat = 1.0
+    """Penalty at the length limit (the ramp goes from 0 to -penalty_factor)."""
 
 
 class Reward(Section):
     functions: list[RewardEntry] = Field([RewardFunction(fn="rlrun:exact_match")], min_length=1)
+    """The reward functions (and reward models), summed with their weights."""
     overlong_shaping: OverlongShaping = OverlongShaping()
+    """DAPO's overlong reward shaping."""

@@ -22,7 +22,7 @@ from accelerate.utils import set_seed
 from transformers.utils import logging as hf_logging
 
 from rlrun.algorithms.kl import AdaptiveKLController, FixedKLController, KLController
-from rlrun.algorithms.registries import ADVANTAGES, DISTILLATION_LOSSES, POLICY_LOSSES
+from rlrun.algorithms.registries import ADVANTAGES, POLICY_LOSSES
 from rlrun.data import PromptDataset, PromptSampler, load_prompt_datasets
 from rlrun.errors import ConfigIssue, RecipeError
 from rlrun.evaluation import evaluate_recipe
@@ -44,7 +44,8 @@ def step_seed(seed: int, step: int, stream: int) -> int:
     return int(np.random.SeedSequence([seed, step, stream]).generate_state(1)[0])
 
 
-GEN_STREAM, SHUFFLE_STREAM = 0, 1
+GEN_STREAM, SHUFFLE_STREAM = 0, 1  # the critic shuffles with SHUFFLE_STREAM + 1
+LOSS_STREAM = 3  # random draws of a policy loss that declares `draws_random` (clip_cov)
 
 
 @dataclass
@@ -56,16 +57,18 @@ class Needs:
     teacher: bool
     greedy_baseline: bool
     recompute_old_log_probs: bool
+    sum_pi_squared: bool
 
 
 def needs_of(recipe: Recipe) -> Needs:
     rows = recipe.trainer.prompts_per_step * recipe.rollout.n
     optimizer_steps_per_rollout = recipe.actor.ppo_epochs * -(-rows // recipe.actor.mini_batch_samples)
+    advantage = ADVANTAGES.needs(recipe.algorithm.advantage)  # what the estimator declared
     return Needs(
         reference=recipe.algorithm.kl_in_reward.enabled or recipe.actor.kl_loss.enabled,
         critic=recipe.critic.enabled,
         teacher=recipe.distillation.enabled,
-        greedy_baseline=recipe.algorithm.advantage == "remax",
+        greedy_baseline=advantage.needs_greedy_baseline,
         # The sampler's log-probs are the old policy's when the engine computes them as the
         # trainer does (hf, float32) and the policy has not moved since sampling.
         recompute_old_log_probs=(
@@ -74,6 +77,7 @@ def needs_of(recipe: Recipe) -> Needs:
             or recipe.model.dtype != "float32"
             or recipe.rollout.importance_sampling.level != "off"
         ),
+        sum_pi_squared=advantage.needs_sum_pi_squared,
     )
 
 
@@ -138,7 +142,8 @@ class Session:
 
         self.advantage_fn = ADVANTAGES.get(r.algorithm.advantage)
         self.policy_loss_fn = POLICY_LOSSES.get(r.actor.policy_loss)
-        self.distillation_fn = DISTILLATION_LOSSES.get(r.distillation.loss) if self.needs.teacher else None
+        self.advantage_needs = ADVANTAGES.needs(r.algorithm.advantage)
+        self.policy_loss_needs = POLICY_LOSSES.needs(r.actor.policy_loss)
         kl = r.algorithm.kl_in_reward
         self.kl_ctrl: KLController = (
             AdaptiveKLController(kl.coef, kl.target_kl, kl.horizon)

@@ -10,12 +10,48 @@ def test_group_estimator_needs_two_samples(write, only_error):
     write("r.yaml", "extends: rloo\ntrainer:\n  prompts_per_step: 128\nrollout:\n  n: 1\n")
     issue = only_error("r.yaml")
     assert issue.code == "group-needs-n"
-    assert issue.format() == (
+    text, _, groupless = issue.format().partition("without groups: ")
+    assert text == (
         "r.yaml, line 5, column 3, `rollout.n`: the `rloo` advantage compares each response with the other "
         "responses to the same prompt, so it needs at least 2 samples per prompt. Expected rollout.n >= 2. "
-        "Found rollout.n: 1. Fix: set `rollout.n: 8` (or choose an estimator without groups: "
-        "reinforce_plus_plus, remax, gae)."
+        "Found rollout.n: 1. Fix: set `rollout.n: 8` (or choose an estimator "
     )
+    # every registered estimator that did not declare needs_groups (plugins of other tests too)
+    names = groupless.removesuffix(").").split(", ")
+    assert names[0] == "gae" and {"reinforce_plus_plus", "remax"} <= set(names) and "grpo" not in names
+
+
+def test_a_plugin_estimator_declaring_groups_is_validated_like_a_built_in(
+    write, tmp_path, monkeypatch, errors
+):
+    monkeypatch.syspath_prepend(str(tmp_path))
+    write(
+        "group_plugin_for_test.py",
+        "from rlrun.algorithms.registries import register_advantage\n\n"
+        "@register_advantage('test_plugin_grouped', needs_groups=True)\n"
+        "def adv(token_level_rewards, response_mask, index=None, *, scale: float = 1.0, **_):\n"
+        "    '''A test estimator comparing responses within a group.'''\n",
+    )
+    plugin = ("algorithm.plugins=[group_plugin_for_test]", "algorithm.advantage=test_plugin_grouped")
+    issues = errors("base", (*plugin, "rollout.n=1", "trainer.prompts_per_step=128"))
+    assert [i.code for i in issues] == ["group-needs-n"]
+    assert "the `test_plugin_grouped` advantage compares each response" in issues[0].message
+    load_recipe("base", [*plugin, "algorithm.advantage_kwargs.scale=2.0"])  # its own keyword is accepted
+    [issue] = errors("base", (*plugin, "algorithm.advantage_kwargs.scael=2.0"))
+    assert issue.code == "unknown-kwarg" and "did you mean 'scale'?" in issue.message
+    assert issue.expected == "one of scale"
+
+
+def test_a_plugin_estimator_declaring_a_critic_needs_one(write, tmp_path, monkeypatch, errors):
+    monkeypatch.syspath_prepend(str(tmp_path))
+    write(
+        "critic_plugin_for_test.py",
+        "from rlrun.algorithms.registries import register_advantage\n\n"
+        "@register_advantage('test_plugin_valued', needs_critic=True)\n"
+        "def adv(token_level_rewards, response_mask, index=None, **_):\n    '''Needs values.'''\n",
+    )
+    plugin = ("algorithm.plugins=[critic_plugin_for_test]", "algorithm.advantage=test_plugin_valued")
+    assert [i.code for i in errors("base", plugin)] == ["gae-needs-critic"]
 
 
 @pytest.mark.parametrize(
@@ -138,6 +174,19 @@ def test_mini_batch_must_split_into_micro_batches(write, only_error):
         "micro-batches of 48. Expected actor.micro_batch_samples dividing 128. Found 128 % 48 = 32. Fix: set "
         "`actor.micro_batch_samples` to a divisor of `actor.mini_batch_samples`."
     )
+
+
+def test_a_token_budget_must_hold_the_longest_row_and_replaces_the_sample_count(write, only_error):
+    write("r.yaml", "extends: grpo\nactor:\n  micro_batch_tokens: 71\n")
+    issue = only_error("r.yaml")  # data.max_prompt_tokens 64 + rollout.max_response_tokens 8 = 72
+    assert (issue.key, issue.line, issue.expected) == (
+        "actor.micro_batch_tokens",
+        3,
+        "actor.micro_batch_tokens >= 72",
+    )
+    write("ok.yaml", "extends: grpo\nactor:\n  micro_batch_samples: 48\n  micro_batch_tokens: 72\n")
+    # 128 % 48 no longer matters: micro-batches are cut by tokens
+    assert load_recipe("ok.yaml").recipe.actor.micro_batch_tokens == 72
 
 
 def test_data_files_must_exist(write, errors):

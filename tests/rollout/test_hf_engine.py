@@ -54,7 +54,7 @@ def test_shape_order_and_masks(model_and_tokenizer, prompts):
         batch.response_ids.shape[0] == batch.log_probs.shape[0] == n_rows and batch.response_ids.shape[1] <= 5
     )
     assert batch.response_ids.dtype == torch.long and batch.log_probs.dtype == torch.float32
-    assert batch.group_index.tolist() == [i // 3 for i in range(n_rows)]
+    assert batch.n == 3 and len(batch.finish_reasons) == n_rows
     eos, pad = model_and_tokenizer[1].eos_token_id, model_and_tokenizer[1].pad_token_id
     for row, reason in enumerate(batch.finish_reasons):
         length = int(batch.response_lengths[row])
