@@ -114,7 +114,7 @@ def _flatten(node: dict[str, Any], prefix: str, out: dict[str, Any]) -> None:
         if key in ("defaults", "hydra", "_target_") or str(key).startswith("_"):
             continue
         name = f"{prefix}{key}"
-        # verl's reward kwargs are a mapping the reward function takes whole; everything else is a key
+        # a mapping of engine keywords is one setting; every other mapping is a section of keys
         if isinstance(value, dict) and value and not name.endswith("engine_kwargs"):
             _flatten(value, name + ".", out)
         else:
@@ -149,7 +149,9 @@ def build(
     rlrun_defaults = Recipe().model_dump(mode="json")
     values: dict[str, Any] = {}
     rows: list[Row] = []
-    for key, value in effective.items():
+    # The user's keys first: where two keys set one rlrun key (bf16, torch_dtype), theirs wins.
+    for key in [*settings, *(k for k in defaults if k not in settings)]:
+        value = effective[key]
         origin = "set" if key in settings else "default"
         found = find(table, key)
         if found is None:
@@ -162,8 +164,8 @@ def build(
             continue
         rlrun_value = row.convert(value, effective) if row.convert else value
         rlrun_default = _at(rlrun_defaults, row.rlrun)
-        if origin != "set" and rlrun_value == rlrun_default:
-            continue  # the stack's default is rlrun's too
+        if origin != "set" and (rlrun_value == rlrun_default or row.rlrun in values):
+            continue  # the stack's default is rlrun's too, or the user's key set it
         if rlrun_value is None and rlrun_default is not None:
             rows.append(Row(key, value, origin, "no value", row.rlrun, note=row.note))
             continue

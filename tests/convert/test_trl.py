@@ -93,3 +93,9 @@ def test_cli(config):
     result = runner.invoke(app, ["convert", "trl", "bare.yaml"])
     assert result.exit_code == 0, result.output  # rlrun's defaults fill in; the report says what to add
     assert "reward_funcs=null (trl default) -> reward.functions" in result.output
+
+
+def test_the_users_key_wins_over_a_default_for_the_same_rlrun_key():
+    conversion = convert({"torch_dtype": "float32"}, "x")  # TRL's bf16 default would say bfloat16
+    assert conversion.recipe["model"]["dtype"] == "float32"
+    assert "bf16" not in conversion.report()
