@@ -68,10 +68,11 @@ def main() -> None:
     Start from a built-in recipe (`rlrun recipes copy grpo my.yaml`), check it with
     `rlrun validate my.yaml`, then train with `rlrun train my.yaml`.
     """
-    # Like `python -m`, make the working directory importable, so a recipe can name
-    # `my_rewards:score` or a plugin module that sits beside it.
+    # Make the working directory importable, so a recipe can name `my_rewards:score` or a plugin
+    # module that sits there — last on the path, so a file there named like an installed package
+    # (`torch.py`) is never run in its place.
     if os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())
+        sys.path.append(os.getcwd())
 
 
 @contextmanager
@@ -125,15 +126,27 @@ def validate(
             "for a recipe meant for another machine.",
         ),
     ] = False,
+    no_import: Annotated[
+        bool,
+        typer.Option(
+            "--no-import",
+            help="Run no code of yours: only check that the reward and plugin modules can be found, "
+            "without importing them (names of components registered by plugins are then not checked).",
+        ),
+    ] = False,
 ) -> None:
     """Check a recipe without loading any model: every error at once, located by file, line and key.
 
     Prints what the recipe will run (algorithm, model, data), how each step's batch is split,
     and notices about settings that are legal but probably not meant. Exit code 0 when the
-    recipe is valid, 2 when it is not.
+    recipe is valid, 2 when it is not. The reward modules (`pkg.module:function`) and
+    `algorithm.plugins` the recipe names are imported, so their top-level code runs; `--no-import`
+    only looks them up.
     """
     with user_errors(as_json):
-        loaded = load_recipe(recipe, overrides or [], strict=strict, environment=not portable)
+        loaded = load_recipe(
+            recipe, overrides or [], strict=strict, environment=not portable, import_modules=not no_import
+        )
     if as_json:
         print(json.dumps(_validation_json(loaded), indent=2))
         return
@@ -206,7 +219,8 @@ def show(
         bool, typer.Option("--provenance", help="Mark each value: default, base recipe, file or override.")
     ] = False,
 ) -> None:
-    """Print the fully resolved recipe (after `extends` and overrides) as YAML."""
+    """Print the fully resolved recipe (after `extends` and overrides) as YAML. Like `validate`, it
+    imports the reward and plugin modules the recipe names (their top-level code runs)."""
     from rlrun.recipes.render import to_yaml
 
     with user_errors():
@@ -573,15 +587,40 @@ def export(
         Path, typer.Argument(help="A checkpoint, e.g. `runs/x/checkpoints/step_000300`.", show_default=False)
     ],
     out: Annotated[Path, typer.Argument(help="Directory for the exported model.", show_default=False)],
+    overwrite: Annotated[
+        bool,
+        typer.Option(
+            "--overwrite",
+            help="Write into OUT even if it already holds files (files of the same name are replaced).",
+        ),
+    ] = False,
 ) -> None:
     """Write a checkpoint's policy as a plain Hugging Face model with its tokenizer; a LoRA
-    checkpoint's adapters are merged into the base weights."""
-    from rlrun.training.checkpoint import export_merged
+    checkpoint's adapters are merged into the base weights. Refuses an OUT that already holds
+    files unless `--overwrite`, and a checkpoint whose files differ from their checksums."""
+    from rlrun.training.checkpoint import check_checkpoint, export_merged
 
     if not checkpoint.is_dir():
         err_console.print(f"[red]error:[/] no checkpoint at {checkpoint}")
         raise typer.Exit(USER_ERROR)
-    console.print(f"[green]✓[/] exported: {export_merged(checkpoint, out)}")
+    if out.exists() and (not out.is_dir() or any(out.iterdir())) and not overwrite:
+        err_console.print(
+            f"[red]error:[/] {out} already exists and is not empty; rlrun does not overwrite it. "
+            "Pick another directory, or pass --overwrite.",
+            soft_wrap=True,
+        )
+        raise typer.Exit(USER_ERROR)
+    with user_errors():
+        check_checkpoint(checkpoint)
+    try:
+        exported = export_merged(checkpoint, out)
+    except Exception as exc:  # noqa: BLE001 - any unreadable checkpoint: name it, no traceback
+        err_console.print(
+            f"[red]error:[/] cannot read the checkpoint {checkpoint}: {type(exc).__name__}: {exc}",
+            soft_wrap=True,
+        )
+        raise typer.Exit(USER_ERROR) from None
+    console.print(f"[green]✓[/] exported: {exported}")
 
 
 def _train(loaded: LoadedRecipe, options: Any, overrides: list[str]) -> None:
@@ -592,6 +631,9 @@ def _train(loaded: LoadedRecipe, options: Any, overrides: list[str]) -> None:
             run = run_training(loaded, options, say=lambda text: err_console.print(text), overrides=overrides)
     except typer.Exit:
         raise
+    except KeyboardInterrupt:  # before the run started (a started run handles Ctrl-C itself)
+        err_console.print("Interrupted before the run started; no run directory was left behind.")
+        raise typer.Exit(INTERRUPTED) from None
     except Exception as exc:  # a failed run: its directory says so; show the reason, not a traceback
         if os.environ.get("RLRUN_TRACEBACK"):
             raise

@@ -10,7 +10,12 @@ from __future__ import annotations
 import difflib
 import json
 import math
+import os
+import socket
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +31,33 @@ _NON_FINITE = {
     "-inf": -math.inf,
     "-infinity": -math.inf,
 }
+
+
+STALE_AFTER_S = 30 * 60  # no heartbeat for this long from a run on another machine: "stale"
+
+
+def live_status(meta: dict[str, Any], *, now: float, hostname: str, pid_alive: Callable[[int], bool]) -> str:
+    """What a run's meta.json status means now (see `Run.status`)."""
+    status = str(meta.get("status") or "unknown")
+    if status != "running":
+        return status
+    if meta.get("hostname") == hostname and isinstance(meta.get("pid"), int):
+        return "running" if pid_alive(meta["pid"]) else "crashed"
+    try:
+        heartbeat = datetime.fromisoformat(str(meta["heartbeat"])).timestamp()
+    except (KeyError, ValueError):
+        return status  # written before heartbeats were recorded
+    return "stale" if now - heartbeat > STALE_AFTER_S else status
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, someone else's
+        return True
+    return True
 
 
 class RunReadError(Exception):
@@ -46,7 +78,9 @@ class Run:
 
     @property
     def status(self) -> str:
-        return str(self.meta.get("status") or "unknown")
+        """meta.json's status, except that a "running" run whose process is gone reads as
+        "crashed", and one on another machine with no step for `STALE_AFTER_S` as "stale"."""
+        return live_status(self.meta, now=time.time(), hostname=socket.gethostname(), pid_alive=_pid_alive)
 
     @property
     def last_step(self) -> int | None:

@@ -47,7 +47,8 @@ def _property(schema: dict[str, Any], path: KeyPath) -> dict[str, Any] | None:
         prop = node.get("properties", {}).get(part)
         if prop is None:
             return None
-        refs = [prop, prop.get("items", {}), *prop.get("anyOf", [])]
+        items = prop.get("items", {})
+        refs = [prop, items, *prop.get("anyOf", []), *items.get("oneOf", [])]  # oneOf: a tagged union
         ref = next((r["$ref"] for r in refs if "$ref" in r), None)
         node = schema["$defs"][ref.rsplit("/", 1)[1]] if ref else {}
     return prop

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import difflib
+import importlib
+import importlib.machinery
+import importlib.util
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -24,8 +28,29 @@ NAMED_KEYS: dict[KeyPath, str] = {
 }
 
 
-def import_plugins(data: dict[str, Any], provenance: Provenance) -> list[ConfigIssue]:
-    """Import `algorithm.plugins` so their components register before names are checked."""
+def module_findable(name: str) -> bool:
+    """Whether `import name` would find the module, found without running any of its code, nor
+    that of the packages above it (`importlib.util.find_spec` would import those)."""
+    if name in sys.modules:
+        return True
+    top, *subs = name.split(".")
+    try:
+        spec = importlib.util.find_spec(top)
+        for depth in range(1, len(subs) + 1):
+            if spec is None or spec.submodule_search_locations is None:
+                return False
+            full = ".".join([top, *subs[:depth]])
+            spec = importlib.machinery.PathFinder.find_spec(full, list(spec.submodule_search_locations))
+    except (ImportError, ValueError):
+        return False
+    return spec is not None
+
+
+def import_plugins(
+    data: dict[str, Any], provenance: Provenance, *, execute: bool = True
+) -> list[ConfigIssue]:
+    """Import `algorithm.plugins` so their components register before names are checked
+    (`execute=False`: only check that each module can be found, running none of it)."""
     plugins = data.get("algorithm", {}).get("plugins", []) if isinstance(data.get("algorithm"), dict) else []
     if not plugins:
         return []
@@ -35,6 +60,17 @@ def import_plugins(data: dict[str, Any], provenance: Provenance) -> list[ConfigI
     for index, module in enumerate(plugins if isinstance(plugins, list) else []):
         if not isinstance(module, str):
             continue  # the schema reports the wrong type
+        if not execute:
+            if not module_findable(module):
+                issues.append(
+                    provenance.issue(
+                        ("algorithm", "plugins", index),
+                        f"the plugin module {module!r} was not found",
+                        code="plugin-import",
+                        fix="check the module name and that its package is installed in this environment",
+                    )
+                )
+            continue
         try:
             import_user_module(module)
         except Exception as exc:  # noqa: BLE001 (any failure of user code is a recipe problem)
@@ -90,9 +126,11 @@ KWARGS_KEYS: dict[KeyPath, tuple[KeyPath, frozenset[str], dict[str, str]]] = {
 }
 
 
-def check_names(recipe: Recipe, provenance: Provenance) -> Iterator[ConfigIssue]:
+def check_names(recipe: Recipe, provenance: Provenance, *, execute: bool = True) -> Iterator[ConfigIssue]:
     """Unknown component names, each listing the valid ones; `*_kwargs` keys the named
-    component does not take; reward functions that do not resolve to a callable."""
+    component does not take; reward functions that do not resolve to a callable. With
+    `execute=False` user modules are not imported: a reward module need only be findable, and
+    with plugins (whose components are then unknown) names are not checked."""
     from rlrun.rewards import RewardSpecError, resolve_reward_fn  # imports torch: not at CLI start-up
     from rlrun.rewards.reward_model import check_config, local_config
 
@@ -100,7 +138,7 @@ def check_names(recipe: Recipe, provenance: Provenance) -> Iterator[ConfigIssue]
     for path, kind in NAMED_KEYS.items():
         value = _get(recipe, path)
         registry = tables[kind]
-        if value not in registry:
+        if value not in registry and (execute or not recipe.algorithm.plugins):
             yield _unknown(path, value, registry.kind, registry.names(), provenance)
         elif path in KWARGS_KEYS:
             yield from _check_kwargs(recipe, provenance, registry, value, *KWARGS_KEYS[path])
@@ -122,6 +160,18 @@ def check_names(recipe: Recipe, provenance: Provenance) -> Iterator[ConfigIssue]
                 provenance,
                 extra="or a `pkg.module:function` import path",
             )
+            continue
+        if not execute:
+            module = function.fn.partition(":")[0]
+            if not module_findable(module):
+                yield provenance.issue(
+                    path,
+                    f"the reward module {module!r} was not found",
+                    code="reward-import",
+                    found=show_value(function.fn),
+                    fix="check the spelling and that the module is importable from the "
+                    "working directory or installed",
+                )
             continue
         try:
             fn = resolve_reward_fn(function.fn)

@@ -18,6 +18,7 @@
                     numbers) - entropy bonus + KL loss (+ distillation against a teacher),
                     normalised over the whole mini-batch; clip grad norm; AdamW; lr schedule
         sync the new weights to the rollout engine
+        stop (nothing of the step saved) if the weights blew up or the logits are no longer finite
 
 Everything else (where the pieces come from, run directory, checkpoints, logging) lives in the
 sibling modules; this file is the algorithm.
@@ -25,6 +26,7 @@ sibling modules; this file is the algorithm.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterator
 from contextlib import nullcontext
 from dataclasses import replace
@@ -45,13 +47,30 @@ from rlrun.training.distributed import global_advantages
 from rlrun.training.metrics import across_processes, batch_metrics
 from rlrun.training.profiling import Timer, profiled_steps
 from rlrun.training.run import Run, RunOptions, start_run
-from rlrun.training.sequences import Sequences, forward_batched, response_log_probs, response_values
+from rlrun.training.sequences import (
+    Sequences,
+    forward_batched,
+    response_log_probs,
+    response_logits,
+    response_values,
+)
 from rlrun.training.session import GEN_STREAM, LOSS_STREAM, SHUFFLE_STREAM, Session, step_seed
 from rlrun.training.sinks import Say
 
 
 class TooManySkippedUpdates(RuntimeError):
     """More non-finite updates than `trainer.max_skipped_updates`."""
+
+
+class NonFiniteModel(RuntimeError):
+    """The policy's weights or outputs are no longer finite numbers."""
+
+
+PROBE_ROWS = 4  # sequences of the step re-scored after its update to check the policy's logits
+# One step that multiplies the size of the weights by this much has blown the model up (a sound
+# update changes the L2 norm of all weights by well under 1 %).
+MAX_WEIGHT_GROWTH = 10.0
+_SAMPLING_NON_FINITE = "probability tensor contains"  # torch.multinomial's message for inf/nan probabilities
 
 
 def train(
@@ -63,8 +82,20 @@ def train(
     with run.supervise(), profiled_steps(run.profile_dir, s.accelerator.process_index) as step_done:
         if s.step == 0:
             run.log(0, s.evaluate())  # the starting point every curve is compared with
+        norm = weight_norm(s.unwrapped_policy)
         for step in range(s.step + 1, total + 1):
-            metrics = training_step(s, step)
+            try:
+                metrics = training_step(s, step)
+            except RuntimeError as exc:  # sampling from a policy that broke without being caught
+                if _SAMPLING_NON_FINITE not in str(exc):
+                    raise
+                problem = "sampling probabilities stopped being finite numbers"
+                raise NonFiniteModel(
+                    broken_model_message(problem, step, s.scheduler.get_last_lr()[0])
+                ) from exc
+            norm = check_policy_health(
+                s, s.last_experience.seq, step, lr=metrics["actor/lr"], norm_before=norm
+            )
             step_done()
             s.step = step
             if run.eval_due(step):
@@ -204,6 +235,44 @@ def training_step(s: Session, step: int) -> dict[str, float]:
     if dp == 1:
         return metrics
     return across_processes(metrics, lambda x, op: s.accelerator.reduce(x, reduction=op), dp)
+
+
+def weight_norm(model: torch.nn.Module) -> float:
+    """The L2 norm of all the model's weights, in float64 (no overflow below 1e150); NaN or inf
+    if any weight is not finite."""
+    with torch.no_grad():
+        norms = torch.stack([torch.linalg.vector_norm(p.detach().double()) for p in model.parameters()])
+    return float(torch.linalg.vector_norm(norms))
+
+
+def check_policy_health(s: Session, seq: Sequences, step: int, *, lr: float, norm_before: float) -> float:
+    """After a step's updates, before anything is logged or saved: stop the run if the policy's
+    weights are no longer finite, grew more than `MAX_WEIGHT_GROWTH`-fold in the step, or give
+    non-finite logits on a few of the step's sequences (a learning rate that blows the weights up
+    leaves the gradients finite until sampling fails). Returns the weight norm for the next check."""
+    policy = s.unwrapped_policy
+    norm = weight_norm(policy)
+    problem = None
+    if not math.isfinite(norm):
+        problem = "weights stopped being finite numbers"
+    elif norm > MAX_WEIGHT_GROWTH * norm_before:
+        problem = f"weights grew {norm / norm_before:.3g}-fold (L2 norm {norm_before:.4g} -> {norm:.4g})"
+    else:
+        rows = torch.arange(min(PROBE_ROWS, seq.input_ids.shape[0]), device=seq.input_ids.device)
+        with torch.no_grad():
+            if not torch.isfinite(response_logits(policy, seq.rows(rows))).all():
+                problem = "logits stopped being finite numbers"
+    if not s.collector.everywhere(problem is None):
+        raise NonFiniteModel(broken_model_message(problem or "logits stopped being finite numbers", step, lr))
+    return norm
+
+
+def broken_model_message(problem: str, step: int, lr: float) -> str:
+    return (
+        f"in step {step} the policy's {problem} (learning rate {lr:g}). The likely cause is a learning "
+        "rate too high for this model: lower actor.optimizer.lr. Nothing of this step was saved: the "
+        "checkpoints hold the model from before it"
+    )
 
 
 def scores_at_last_token(scores: torch.Tensor, response_mask: torch.Tensor) -> torch.Tensor:

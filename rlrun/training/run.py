@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import statistics
 import threading
 from collections.abc import Callable, Iterator, Mapping
@@ -31,6 +32,7 @@ from rlrun.training.rundir import RunDir, check_run_name, git_state, now_iso, pa
 from rlrun.training.session import Session, locked_changes, on_cpu
 from rlrun.training.sinks import ConsoleSink, JsonlSink, MetricsLogger, SamplesSink, Say, Sink, WandbSink
 
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1)  # each asks for a clean stop
 SAMPLES_PER_LOG = 16  # completions written to samples.jsonl / the W&B table each time
 # Below this many parameters a CPU run uses one intra-op thread: it is nearly as fast as several
 # and immune to a busy core (with two threads on 2 shared cores a tiny model's step took 8 s, not 0.2).
@@ -113,7 +115,7 @@ class Run:
         resume_from = None
         if options.resume:
             ckpt.remove_partial_checkpoints(self.dir.checkpoints)
-            resume_from = ckpt.latest_checkpoint(self.dir.checkpoints)
+            resume_from = ckpt.latest_intact_checkpoint(self.dir.checkpoints, warn=say)
         wandb_id = None
         if resume_from is not None:
             state = session.load_checkpoint(resume_from)
@@ -129,7 +131,14 @@ class Run:
             resume_step = (session.step if resume_from is not None else -1) if options.resume else None
             self.sinks = self._sinks(loaded, wandb_id, resume_step=resume_step)
             meta.update(
-                status="running", end_time=None, wandb_run_id=self._wandb_id() or meta.get("wandb_run_id")
+                status="running",
+                end_time=None,
+                wandb_run_id=self._wandb_id() or meta.get("wandb_run_id"),
+                # Who is training and when it last finished a step: `compare` tells a live run
+                # from one that died without a word (kill -9, power loss, a full disk).
+                pid=os.getpid(),
+                hostname=socket.gethostname(),
+                heartbeat=now_iso(),
             )
             if options.resume:
                 meta["total_steps"] = loaded.recipe.trainer.total_steps  # a resume may extend the run
@@ -206,6 +215,7 @@ class Run:
         if not self.main:
             return
         self.logger.log(step, metrics)
+        self.dir.update_meta(heartbeat=now_iso())
         if "timing_s/step" in metrics:
             note = slow_step_note(step, metrics["timing_s/step"], self.step_seconds[-50:])
             if note:
@@ -221,38 +231,45 @@ class Run:
 
     @contextmanager
     def supervise(self) -> Iterator[None]:
-        """Ctrl-C asks the loop to stop after the current step (`stop_requested`); the run then
-        saves a checkpoint of that step and ends "interrupted". A second Ctrl-C stops at once
-        (the half-done step is lost; the last checkpoint stays). Any error marks the run failed."""
+        """Ctrl-C, SIGTERM (timeout, SLURM, Kubernetes) and SIGUSR1 ask the loop to stop after the
+        current step (`stop_requested`); the run then saves a checkpoint of that step and ends
+        "interrupted". A second signal stops at once: the half-done step is lost and nothing is
+        saved, so a checkpoint only ever holds a whole step. Any error marks the run failed."""
         status = "failed"
-        previous = None
+        at_step_boundary = False
+        previous = {}
         if threading.current_thread() is threading.main_thread():
-            previous = signal.signal(signal.SIGINT, self._on_sigint)
+            previous = {sig: signal.signal(sig, self._on_stop_signal) for sig in STOP_SIGNALS}
         try:
             yield
+            at_step_boundary = True
             status = "interrupted" if self.stop_requested else "finished"
         except KeyboardInterrupt:
             status = "interrupted"
         finally:
-            if previous is not None:
-                signal.signal(signal.SIGINT, previous)
             if status == "interrupted":
-                if (
-                    self.stop_requested
-                    and self.session.step > 0
-                    and not self.checkpoint_due(self.session.step)
-                ):
-                    self.checkpoint()
+                try:
+                    if (
+                        at_step_boundary
+                        and self.session.step > 0
+                        and not self.checkpoint_due(self.session.step)
+                    ):
+                        self.checkpoint()
+                except KeyboardInterrupt:  # a second signal while saving: the partial save is ignored
+                    pass
                 self.say(
                     f"Interrupted at step {self.session.step}. Continue with `rlrun resume {self.dir.path}`."
                 )
             self.close(status)
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
 
-    def _on_sigint(self, signum: int, frame: Any) -> None:
+    def _on_stop_signal(self, signum: int, frame: Any) -> None:
         if self.stop_requested:
             raise KeyboardInterrupt
         self.stop_requested = True
-        self.say("Ctrl-C: finishing this step, then saving a checkpoint (Ctrl-C again stops at once).")
+        name = "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
+        self.say(f"{name}: finishing this step, then saving a checkpoint (Ctrl-C again stops at once).")
 
     def close(self, status: str) -> None:
         if self.main:

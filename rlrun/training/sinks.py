@@ -181,12 +181,18 @@ def wandb_has_api_key() -> bool:
         return False
 
 
+# W&B's own default is 90 s: an unreachable server would hold the start of every run that long.
+WANDB_INIT_TIMEOUT_S = 20.0
+WANDB_SAMPLES_KEY = "completions"  # the samples table; "samples" is the counter of trained responses
+
+
 class WandbSink:
     """W&B on the main process: the resolved recipe as config, resumable by run id.
 
     Mode: `WANDB_MODE` if set, else the recipe's. Online without an API key runs offline and
-    says how to upload later. If `wandb.init` fails, offline is tried, then W&B is switched off
-    — with a warning each time, never an exception.
+    says how to upload later. If `wandb.init` fails (or cannot reach the server within
+    `WANDB_INIT_TIMEOUT_S`, unless `WANDB_INIT_TIMEOUT` says otherwise), offline is tried, then
+    W&B is switched off — with a warning each time, never an exception.
     """
 
     def __init__(
@@ -208,6 +214,7 @@ class WandbSink:
         if mode == "online" and not wandb_has_api_key():
             say("W&B: no API key found (WANDB_API_KEY or `wandb login`); logging offline.")
             mode = "offline"
+        timeout = {} if "WANDB_INIT_TIMEOUT" in os.environ else {"init_timeout": WANDB_INIT_TIMEOUT_S}
         for attempt in dict.fromkeys((mode, "offline")):
             if attempt == "disabled":
                 break
@@ -221,7 +228,7 @@ class WandbSink:
                     id=run_id,
                     resume="allow" if run_id else None,
                     mode=attempt,
-                    settings=wandb.Settings(silent=True, console="off"),
+                    settings=wandb.Settings(silent=True, console="off", **timeout),
                 )
                 break
             except Exception as err:  # noqa: BLE001 - any W&B failure must leave training running
@@ -248,7 +255,7 @@ class WandbSink:
             table = self._wandb.Table(
                 columns=["step", *columns], data=[[step, *(r[c] for c in columns)] for r in rows]
             )
-            self._guard(lambda: self.run.log({"samples": table}, step=step))
+            self._guard(lambda: self.run.log({WANDB_SAMPLES_KEY: table}, step=step))
 
     def close(self, status: str) -> None:
         if self.run is not None:

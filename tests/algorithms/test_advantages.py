@@ -227,7 +227,8 @@ def test_every_estimator_takes_the_uniform_keyword_set():
         "sum_pi_squared": torch.zeros(6, 3),
         "unknown_future_key": 3,
     }
-    for name in ADVANTAGES.names():
+    built_in = [name for name in ADVANTAGES.names() if ADVANTAGES.get(name).__module__.startswith("rlrun.")]
+    for name in built_in:  # (other tests register plugins)
         advantages, returns = ADVANTAGES.get(name)(
             token_level_rewards=rewards, response_mask=mask, index=index, **uniform
         )

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import json
 import math
+import socket
+import subprocess
+import sys
+from datetime import datetime
 from types import SimpleNamespace
 
 import pytest
@@ -138,3 +142,30 @@ def test_a_wandb_run_maps_onto_the_run_directory_format():
     assert run.rows[0] == {"step": 1, "wall_time_s": 3.5, "critic/score/mean": 0.25, "samples": 128}
     assert math.isnan(run.rows[1]["val/accuracy"])
     assert run.recipe["model"]["path"] == "rlrun:tiny-base" and "_wandb" not in run.recipe
+
+
+def test_a_running_run_whose_process_is_gone_reads_as_crashed_and_a_silent_remote_one_as_stale():
+    from rlrun.compare.runs import STALE_AFTER_S, live_status
+
+    beat = "2026-11-30T10:00:00+00:00"
+    t = datetime.fromisoformat(beat).timestamp()
+    meta = {"status": "running", "pid": 4242, "hostname": "box", "heartbeat": beat}
+    here = {"now": t + 5, "hostname": "box"}
+    assert live_status(meta, **here, pid_alive=lambda pid: pid == 4242) == "running"
+    assert live_status(meta, **here, pid_alive=lambda pid: False) == "crashed"
+    elsewhere = {"hostname": "laptop", "pid_alive": lambda pid: False}
+    assert live_status(meta, now=t + STALE_AFTER_S - 1, **elsewhere) == "running"
+    assert live_status(meta, now=t + STALE_AFTER_S + 1, **elsewhere) == "stale"
+    assert live_status({**meta, "status": "finished"}, **here, pid_alive=lambda pid: False) == "finished"
+    assert (
+        live_status({"status": "running"}, **here, pid_alive=lambda pid: False) == "running"
+    )  # no heartbeat yet
+
+
+def test_compare_shows_a_run_killed_with_9_as_crashed(make_run, steps):
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True, check=True
+    )
+    path = make_run("killed", steps(3, {}), status="running",
+                    meta={"pid": int(dead.stdout), "hostname": socket.gethostname(), "heartbeat": "2026-11-30T10:00:00+00:00"})  # fmt: skip
+    assert load_run(str(path)).status == "crashed"

@@ -1,4 +1,8 @@
 import json
+import socket
+import threading
+import time
+from types import SimpleNamespace
 
 import pytest
 from rich.console import Console
@@ -127,3 +131,45 @@ def test_wandb_log_failure_never_stops_training(tmp_path, monkeypatch):
     sink.log(1, {"x": 1.0})
     assert sink.run is None and "training continues" in said[-1]
     sink.log(2, {"x": 2.0})
+
+
+def test_wandb_samples_table_keeps_the_samples_counter_of_the_same_step():
+    logged: dict[int, dict] = {}
+    sink = m.WandbSink.__new__(m.WandbSink)
+    sink._wandb, sink.say = pytest.importorskip("wandb"), print
+    sink.run = SimpleNamespace(log=lambda data, step: logged.setdefault(step, {}).update(data))
+    sink.log(10, {"samples": 320.0, "actor/pg_loss": 0.1})
+    sink.log_samples(10, [{"prompt": "1+1=", "completion": "2", "reward": 1.0}])
+    assert logged[10]["samples"] == 320.0  # W&B merges a step's logs by key: the table used to replace it
+    assert logged[10][m.WANDB_SAMPLES_KEY].columns == ["step", "prompt", "completion", "reward"]
+
+
+@pytest.mark.slow
+def test_wandb_online_with_an_unresponsive_server_falls_back_to_offline_within_the_timeout(
+    tmp_path, monkeypatch
+):
+    pytest.importorskip("wandb")
+    server = socket.create_server(("127.0.0.1", 0))  # accepts connections, never answers
+    threading.Thread(target=lambda: [server.accept() for _ in iter(int, 1)], daemon=True).start()
+    monkeypatch.setenv("WANDB_BASE_URL", f"http://127.0.0.1:{server.getsockname()[1]}")
+    monkeypatch.setenv("WANDB_API_KEY", "x" * 40)
+    monkeypatch.delenv("WANDB_MODE", raising=False)
+    monkeypatch.delenv("WANDB_INIT_TIMEOUT", raising=False)
+    monkeypatch.setattr(m, "WANDB_INIT_TIMEOUT_S", 2.0)
+    said = []
+    start = time.monotonic()
+    sink = m.WandbSink(
+        project="p",
+        entity=None,
+        mode="online",
+        config={},
+        run_dir=tmp_path,
+        name="r",
+        run_id=None,
+        say=said.append,
+    )
+    took = time.monotonic() - start
+    sink.close("finished")
+    assert sink.mode == "offline" and said[0].startswith("W&B: init in online mode failed (CommError")
+    assert "wandb sync" in said[-1]
+    assert took < 60  # W&B's default timeout alone is 90 s
