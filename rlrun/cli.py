@@ -28,6 +28,7 @@ from rlrun.errors import ConfigIssue, RecipeError
 from rlrun.recipes import LoadedRecipe, algorithm_summary, batch_plan, load_recipe
 
 if TYPE_CHECKING:
+    from rlrun.convert.recipe import Conversion
     from rlrun.launch import Topology  # imports torch: only the commands that train load it
 
 app = typer.Typer(
@@ -293,6 +294,14 @@ def recipes_copy(
 
 convert_app = typer.Typer(help="Recipes from other stacks' configurations.", no_args_is_help=True)
 app.add_typer(convert_app, name="convert")
+OutputOption = Annotated[
+    Path | None,
+    typer.Option(
+        "-o",
+        "--output",
+        help="The recipe file to write (never overwritten); without it, the recipe is printed.",
+    ),
+]
 
 
 @convert_app.command("verl", context_settings={"ignore_unknown_options": True})
@@ -305,23 +314,15 @@ def convert_verl(
             show_default=False,
         ),
     ],
-    output: Annotated[
-        Path | None,
-        typer.Option(
-            "-o",
-            "--output",
-            help="The recipe file to write (never overwritten); without it, the recipe is printed.",
-        ),
-    ] = None,
+    output: OutputOption = None,
 ) -> None:
     """Turn a verl run into an rlrun recipe, with a report of what mapped, what changed unit (verl's
     ppo_mini_batch_size counts prompts, rlrun's actor.mini_batch_samples samples) and what has no
     equivalent. The recipe is then checked as `rlrun validate --portable` does; exit code 2 when
     the input cannot be read or the recipe does not validate.
     """
-    import tempfile
-
-    from rlrun.convert.verl import ConvertError, convert, read_source
+    from rlrun.convert.recipe import ConvertError
+    from rlrun.convert.verl import convert, read_source
 
     try:
         settings, notes, name = read_source(source)
@@ -330,6 +331,45 @@ def convert_verl(
         raise typer.Exit(USER_ERROR) from None
     conversion = convert(settings, name)
     conversion.notes += notes
+    _write_conversion(conversion, output)
+
+
+@convert_app.command("trl")
+def convert_trl(
+    config: Annotated[
+        Path,
+        typer.Argument(help="A TRL GRPOConfig YAML (as `trl grpo --config` reads it).", show_default=False),
+    ],
+    num_processes: Annotated[
+        int,
+        typer.Option(
+            "--num-processes", min=1, help="The processes TRL trained on: its batch sizes are per device."
+        ),
+    ] = 1,
+    output: OutputOption = None,
+) -> None:
+    """Turn a TRL GRPOConfig into an rlrun recipe, with a report of what mapped, what changed unit
+    (TRL's per_device_train_batch_size counts samples per device, rlrun's actor.micro_batch_samples
+    samples over all processes) and what has no equivalent; then checked as `rlrun validate
+    --portable` does (exit code 2 when it does not validate).
+    """
+    from rlrun.convert.recipe import ConvertError
+    from rlrun.convert.trl import convert, read_config
+
+    try:
+        settings, notes = read_config(config)
+    except ConvertError as exc:
+        err_console.print(Text(f"error: {exc}", style="red"), soft_wrap=True)
+        raise typer.Exit(USER_ERROR) from None
+    conversion = convert(settings, str(config), num_processes)
+    conversion.notes += notes
+    _write_conversion(conversion, output)
+
+
+def _write_conversion(conversion: Conversion, output: Path | None) -> None:
+    """Print the report; write the recipe to `output` (never over a file) or print it; validate it."""
+    import tempfile
+
     text = conversion.to_yaml()
     err_console.print(Text(conversion.report()), soft_wrap=True)
     if output is not None:

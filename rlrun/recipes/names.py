@@ -16,7 +16,7 @@ from rlrun.recipes.keys import KeyPath
 from rlrun.recipes.provenance import Provenance
 from rlrun.registry import Registry
 from rlrun.schema import Recipe
-from rlrun.schema.reward import RewardModel
+from rlrun.schema.reward import RewardFunction, RewardModel
 
 # Which registry each name-valued key is looked up in.
 NAMED_KEYS: dict[KeyPath, str] = {
@@ -154,6 +154,7 @@ def check_names(recipe: Recipe, provenance: Provenance, *, execute: bool = True)
             continue
         path = ("reward", "functions", index, "fn")
         if function.fn in rewards:
+            yield from _reward_kwargs_issues(index, function, rewards.get(function.fn), provenance)
             continue
         if function.fn.startswith("rlrun:") or ":" not in function.fn:
             yield _unknown(
@@ -178,7 +179,7 @@ def check_names(recipe: Recipe, provenance: Provenance, *, execute: bool = True)
                 )
             continue
         try:
-            resolve_reward_fn(function.fn)
+            fn = resolve_reward_fn(function.fn)
         except Exception as exc:  # noqa: BLE001 (RewardSpecError, or the user's module failing on import)
             problem = str(exc) if isinstance(exc, RewardSpecError) else f"{type(exc).__name__}: {exc}"
             yield provenance.issue(
@@ -190,6 +191,25 @@ def check_names(recipe: Recipe, provenance: Provenance, *, execute: bool = True)
                 fix="check the spelling and that the module is importable from the "
                 "working directory or installed",
             )
+        else:
+            yield from _reward_kwargs_issues(index, function, fn, provenance)
+
+
+def _reward_kwargs_issues(
+    index: int, function: RewardFunction, fn: Any, provenance: Provenance
+) -> Iterator[ConfigIssue]:
+    """A reward entry's `kwargs` must name parameters of its function (rlrun.rewards.styles)."""
+    from rlrun.rewards.styles import unaccepted_kwargs
+
+    unknown = unaccepted_kwargs(fn, function.kwargs)
+    if unknown:
+        yield provenance.issue(
+            ("reward", "functions", index, "kwargs", unknown[0]),
+            f"{function.fn} has no parameter {', '.join(map(repr, unknown))}",
+            code="reward-kwargs",
+            expected="a keyword argument the function takes",
+            fix="remove it, or give the function that parameter",
+        )
 
 
 def _check_reward_model(

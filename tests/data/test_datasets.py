@@ -179,3 +179,11 @@ def test_check_data_file_reads_only_the_first_record_or_the_parquet_schema(tmp_p
     lines.write_text("[1, 2]\n")
     with pytest.raises(DataError, match="line 1, column 1, `data.source`: each line must be a JSON object"):
         check_data_file(str(lines), prompt_key="q", answer_key="a")
+
+
+def test_the_dataset_knows_its_prompts_were_chat_messages(tmp_path, tokenizer):
+    path = tmp_path / "train.parquet"
+    _verl_parquet(path)
+    assert build_prompt_dataset(load_file(path), tokenizer).take([1, 2]).chat  # TRL rewards then see messages
+    plain = [{"prompt": "1+1=", "answer": "2"}]
+    assert not build_prompt_dataset(plain, tokenizer).chat
