@@ -46,7 +46,7 @@ def render(comparison: Comparison, console: Console, spark_width: int | None = N
     if comparison.by_seed:
         parts = (
             _diff_table(
-                comparison.group_diff, comparison.group_labels, "config diff of the settings (seed aside)"
+                comparison.group_diff, comparison.group_labels, "config diff (seeds aside)"
             ),
             _group_metric_table(comparison),
             _group_target_table(comparison),

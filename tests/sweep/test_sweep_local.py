@@ -9,11 +9,15 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import psutil
 import pytest
+import yaml
 
 from rlrun.sweep.local import size_slots
+
+REPO = Path(__file__).parents[2]
 
 
 @pytest.mark.parametrize(
@@ -56,26 +60,43 @@ def steps(run_dir):
 
 
 @pytest.mark.slow
-def test_a_sweep_trains_every_run_and_a_second_call_skips_them(write_sweep, tmp_path, tiny, rlrun):
-    path = sweep_file(write_sweep, tmp_path, tiny, grid={"recipe": ["grpo", "dapo"]}, seeds=[0])
-    result = rlrun("sweep", str(path), "--jobs", "2", cwd=tmp_path)
+def test_the_readme_sweep_trains_every_run_compares_and_a_second_call_skips_them(tmp_path, tiny, rlrun):
+    """The README's sweep file, shrunk to seconds (tiny runs, two seeds), then the README's commands."""
+    readme_sweep = yaml.safe_load((REPO / "sweeps" / "grpo_vs_dapo.yaml").read_text())
+    (tmp_path / "sweeps").mkdir()
+    shrunk = {**readme_sweep, "overrides": tiny, "seeds": [0, 1]}
+    (tmp_path / "sweeps" / "grpo_vs_dapo.yaml").write_text(yaml.safe_dump(shrunk, sort_keys=False))
+    result = rlrun("sweep", "sweeps/grpo_vs_dapo.yaml", "--jobs", "2", cwd=tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
-    sweep_dir = tmp_path / "runs" / "s"
-    for point, advantage in (("recipe=grpo", "grpo"), ("recipe=dapo", "grpo")):
-        run_dir = sweep_dir / point / "seed-0"
-        assert meta(run_dir)["status"] == "finished" and meta(run_dir)["seed"] == 0
-        assert meta(run_dir)["algorithm"]["advantage"] == advantage
-        assert steps(run_dir)[-1] == 2
-        assert "rlrun train" in (sweep_dir / point / "seed-0.log").read_text()
-    assert "2 run(s) finished, 0 failed" in result.stdout
+    sweep_dir = tmp_path / "runs" / "grpo-vs-dapo"
+    for point, kl in (("recipe=grpo", "loss"), ("recipe=dapo", "none")):
+        for seed in (0, 1):
+            run_dir = sweep_dir / point / f"seed-{seed}"
+            assert meta(run_dir)["status"] == "finished" and meta(run_dir)["seed"] == seed
+            assert meta(run_dir)["algorithm"]["kl_placement"] == kl
+            assert steps(run_dir)[-1] == 2
+            assert "rlrun train" in (sweep_dir / point / f"seed-{seed}.log").read_text()
+    assert "4 run(s) finished, 0 failed" in result.stdout
     assert "executor: local (concurrent 2, threads" in result.stdout
     manifest = json.loads((sweep_dir / "sweep.json").read_text())
-    assert [run["name"] for run in manifest["runs"]] == ["recipe=grpo/seed-0", "recipe=dapo/seed-0"]
+    assert [run["name"] for run in manifest["runs"]][:2] == ["recipe=grpo/seed-0", "recipe=grpo/seed-1"]
+
+    compared = rlrun("compare", "runs/grpo-vs-dapo", cwd=tmp_path)
+    assert compared.returncode == 0, compared.stderr
+    assert "metrics over seeds" in compared.stdout and "95% interval" in compared.stdout
+    data = json.loads(rlrun("compare", "runs/grpo-vs-dapo", "--json", cwd=tmp_path).stdout)
+    assert [(group["label"], group["seeds"]) for group in data["groups"]] == [
+        ("recipe=grpo", [0, 1]),
+        ("recipe=dapo", [0, 1]),
+    ]
+    accuracy = next(row for row in data["group_metrics"] if row["metric"] == "val/accuracy")
+    dapo = accuracy["groups"]["recipe=dapo"]
+    assert dapo["final"]["n"] == 2 and dapo["difference"] is not None and dapo["verdict"]
 
     before = (sweep_dir / "recipe=grpo" / "seed-0" / "metrics.jsonl").stat().st_mtime_ns
-    again = rlrun("sweep", str(path), cwd=tmp_path)
+    again = rlrun("sweep", "sweeps/grpo_vs_dapo.yaml", cwd=tmp_path)
     assert again.returncode == 0, again.stderr
-    assert "0 to start, 0 to resume, 2 finished" in again.stdout and "nothing to do" in again.stdout
+    assert "0 to start, 0 to resume, 4 finished" in again.stdout and "nothing to do" in again.stdout
     assert (sweep_dir / "recipe=grpo" / "seed-0" / "metrics.jsonl").stat().st_mtime_ns == before
 
 
