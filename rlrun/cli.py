@@ -537,9 +537,11 @@ def compare_command(
             targets=[parse_target(text) for text in target or []],
             show_all=show_all,
         )
-        comparison = compare([load_run(ref, runs_dir) for ref in expand_sweep_folders(runs, runs_dir)], options)
+        refs = expand_sweep_folders(runs, runs_dir)
+        comparison = compare([load_run(ref, runs_dir) for ref in refs], options)
         if plot is not None:
-            from rlrun.compare.plot import plot_groups, plot_runs  # matplotlib is slow to import, and optional
+            # matplotlib is slow to import, and optional
+            from rlrun.compare.plot import plot_groups, plot_runs
 
             names = [row.metric for row in comparison.metrics]
             if not names:
@@ -580,24 +582,56 @@ class Executor(str, Enum):
 
 @app.command("sweep")
 def sweep_command(
-    sweep_file: Annotated[Path, typer.Argument(help="The sweep file (YAML): `recipe`, `overrides`, `grid` "
-                                               "and/or `list`, `seeds`.", show_default=False)],
-    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan (runs, their state, samples, an "
-                                          "estimated time from finished runs) and start nothing.")] = False,
+    sweep_file: Annotated[
+        Path,
+        typer.Argument(
+            help="The sweep file (YAML): `recipe`, `overrides`, `grid` and/or `list`, `seeds`.",
+            show_default=False,
+        ),
+    ],
+    dry_run: Annotated[
+        bool,
+        typer.Option(
+            "--dry-run",
+            help="Print the plan (runs, their state, samples, an "
+            "estimated time from finished runs) and start nothing.",
+        ),
+    ] = False,
     executor: Annotated[Executor, typer.Option(help="Where the runs train.")] = Executor.local,
-    jobs: Annotated[int | None, typer.Option("--jobs", "-j", min=1, help="Runs at once on this machine "
-                                             "(default: one per GPU, else one per two CPU cores).",
-                                             show_default=False)] = None,
+    jobs: Annotated[
+        int | None,
+        typer.Option(
+            "--jobs",
+            "-j",
+            min=1,
+            help="Runs at once on this machine (default: one per GPU, else one per two CPU cores).",
+            show_default=False,
+        ),
+    ] = None,
     partition: Annotated[str | None, typer.Option(help="SLURM partition.", rich_help_panel=SLURM)] = None,
-    gpus_per_run: Annotated[int, typer.Option(min=0, help="GPUs per node of each run.",
-                                              rich_help_panel=SLURM)] = 1,
-    nodes_per_run: Annotated[int, typer.Option(min=1, help="Nodes of each run (> 1: one `accelerate "
-                                               "launch` per node).", rich_help_panel=SLURM)] = 1,
-    cpus_per_run: Annotated[int, typer.Option(min=1, help="CPU cores per node of each run.",
-                                              rich_help_panel=SLURM)] = 8,
-    time_limit: Annotated[int, typer.Option("--time", min=1, help="Time limit of each job in minutes; a job "
-                                            "stopped at it (or preempted) is requeued and resumes from its "
-                                            "checkpoint.", rich_help_panel=SLURM)] = 240,
+    gpus_per_run: Annotated[
+        int, typer.Option(min=0, help="GPUs per node of each run.", rich_help_panel=SLURM)
+    ] = 1,
+    nodes_per_run: Annotated[
+        int,
+        typer.Option(
+            min=1, help="Nodes of each run (> 1: one `accelerate launch` per node).", rich_help_panel=SLURM
+        ),
+    ] = 1,
+    cpus_per_run: Annotated[
+        int, typer.Option(min=1, help="CPU cores per node of each run.", rich_help_panel=SLURM)
+    ] = 8,
+    time_limit: Annotated[
+        int,
+        typer.Option(
+            "--time",
+            min=1,
+            help="Time limit of each job in minutes; a job "
+            "stopped at it (or preempted) is requeued and resumes from its "
+            "checkpoint.",
+            rich_help_panel=SLURM,
+        ),
+    ] = 240,
 ) -> None:
     """Train every run of a sweep: each point of the grid and list at each seed, named
     `<output_dir>/<sweep>/<key=value,...>/seed-<n>`. Every run's recipe is validated before any
@@ -662,15 +696,22 @@ def _print_sweep_plan(plan: Any, settings: dict[str, Any], concurrent: int) -> N
     )
     table = Table(box=None, padding=(0, 2))
     for column in ("run", "recipe", "state", "steps", "samples"):
-        table.add_column(column, justify="right" if column in ("steps", "samples") else "left", overflow="fold")
+        table.add_column(
+            column, justify="right" if column in ("steps", "samples") else "left", overflow="fold"
+        )
     for run in plan.runs:
         table.add_row(
-            run.name, Path(run.recipe).stem, _STATE_LABELS[run.state], f"{run.steps_done}/{run.total_steps}",
+            run.name,
+            Path(run.recipe).stem,
+            _STATE_LABELS[run.state],
+            f"{run.steps_done}/{run.total_steps}",
             f"{run.samples:,}",
         )
     console.print(table)
     estimate = plan.estimated_seconds(concurrent)
-    where = ", ".join(f"{key} {value}" for key, value in settings.items() if key != "kind" and value not in ((), None))
+    where = ", ".join(
+        f"{key} {value}" for key, value in settings.items() if key != "kind" and value not in ((), None)
+    )
     if not plan.to_do():
         outlook = "nothing to do"
     elif estimate is None:
@@ -680,4 +721,9 @@ def _print_sweep_plan(plan: Any, settings: dict[str, Any], concurrent: int) -> N
     console.print(f"executor: {settings['kind']} ({where}); {outlook}", soft_wrap=True)
 
 
-_STATE_LABELS = {"new": "to start", "resume": "to resume", "finished": "finished", "running": "running elsewhere"}
+_STATE_LABELS = {
+    "new": "to start",
+    "resume": "to resume",
+    "finished": "finished",
+    "running": "running elsewhere",
+}
