@@ -45,10 +45,9 @@ def render(comparison: Comparison, console: Console, spark_width: int | None = N
         spark_width = max(SPARK_WIDTH[0], min(SPARK_WIDTH[1], console.width - METRIC_COLUMNS_WIDTH))
     if comparison.by_seed:
         parts = (
-            _diff_table(
-                comparison.group_diff, comparison.group_labels, "config diff (seeds aside)"
-            ),
+            _diff_table(comparison.group_diff, comparison.group_labels, "config diff (seeds aside)"),
             _group_metric_table(comparison),
+            _verdict_table(comparison),
             _group_target_table(comparison),
         )
     else:
@@ -165,9 +164,8 @@ def _group_metric_table(comparison: Comparison) -> RenderableType:
     k = comparison.options.last_k
     percent = f"{CONFIDENCE:.0%}"
     caption = (
-        f"final: each run's mean of its last {k} values (val/*: its latest evaluation), then mean ± std "
-        f"over the seeds and the {percent} t-interval of that mean; best: the mean of each run's best; "
-        f"Δ: the difference of the means with Welch's {percent} interval"
+        f"final: each run's mean of its last {k} values (val/*: its latest evaluation); mean ± std over "
+        f"the seeds, and the {percent} t-interval of that mean. best: each run's best value, mean ± std."
     )
     table = Table(title="metrics over seeds", title_justify="left", caption=caption, caption_justify="left")
     for column, justify in (
@@ -177,26 +175,50 @@ def _group_metric_table(comparison: Comparison) -> RenderableType:
         ("final", "right"),
         (f"{percent} interval", "right"),
         ("best", "right"),
-        ("Δ vs ref", "right"),
-        ("verdict", "left"),
     ):
-        table.add_column(column, justify=justify)
-    table.columns[0].overflow = "fold"
+        table.add_column(column, justify=justify, no_wrap=column != "metric")
+    table.columns[0].overflow = "fold"  # never hide part of a metric name
     for row in comparison.group_metrics:
         for index, (label, stats) in enumerate(zip(comparison.group_labels, row.groups)):
-            name = Text(row.metric, style="bold") + Text(f" {BETTER_HINT[row.direction]}", style="dim")
             table.add_row(
-                name if index == 0 else "",
+                _metric_name(row.metric, row.direction) if index == 0 else "",
                 label,
                 str(stats.final.n) if stats.final else "0",
                 _mean_std(stats.final),
                 _interval(stats.final),
-                format_number(stats.best.mean) if stats.best else "—",
-                Text("ref", style="dim") if index == 0 else _group_delta(stats),
-                Text("") if index == 0 else _verdict(stats),
+                _mean_std(stats.best),
                 end_section=index == len(row.groups) - 1,
             )
     return table
+
+
+def _verdict_table(comparison: Comparison) -> RenderableType | None:
+    """Each setting against the reference setting: the difference of the final values, its Welch
+    interval, and what it means."""
+    rows = [
+        (row, label, stats)
+        for row in comparison.group_metrics
+        for label, stats in list(zip(comparison.group_labels, row.groups))[1:]
+    ]
+    if not rows:
+        return None
+    title = f"against {comparison.group_labels[0]}: the difference of the final values, Welch's {CONFIDENCE:.0%} interval"
+    table = Table(title=title, title_justify="left")
+    for column, justify in (
+        ("metric", "left"),
+        ("setting", "left"),
+        ("Δ final", "right"),
+        ("verdict", "left"),
+    ):
+        table.add_column(column, justify=justify, no_wrap=column != "metric")
+    table.columns[0].overflow = "fold"
+    for row, label, stats in rows:
+        table.add_row(_metric_name(row.metric, row.direction), label, _group_delta(stats), _verdict(stats))
+    return table
+
+
+def _metric_name(metric: str, direction: str | None) -> Text:
+    return Text(metric, style="bold") + Text(f" {BETTER_HINT[direction]}", style="dim")
 
 
 def _mean_std(summary: Summary | None) -> str:
@@ -217,7 +239,7 @@ def _group_delta(stats: GroupStats) -> Text:
         return Text("—", style="dim")
     text = f"{difference.delta:+.3g}"
     if difference.low is not None and difference.high is not None:
-        text += f" [{difference.low:+.3g}, {difference.high:+.3g}]"
+        text += f" [{difference.low:+.2g}, {difference.high:+.2g}]"
     return Text(text, style=GROUP_VERDICT_STYLE.get(stats.verdict or "", "yellow"))
 
 
@@ -268,9 +290,8 @@ def _metric_table(comparison: Comparison, spark_width: int) -> RenderableType:
     for row in comparison.metrics:
         curves = _curves(comparison, row, spark_width)
         for index, (label, stats, curve) in enumerate(zip(comparison.labels, row.runs, curves)):
-            name = Text(row.metric, style="bold") + Text(f" {BETTER_HINT[row.direction]}", style="dim")
             table.add_row(
-                name if index == 0 else "",
+                _metric_name(row.metric, row.direction) if index == 0 else "",
                 label,
                 format_number(stats.mean_last_k),
                 Text("ref", style="dim") if index == 0 else _delta(stats, row.runs[0]),

@@ -147,8 +147,9 @@ def test_the_report_shows_intervals_and_verdicts(sweep):
     assert "trainer.seed" not in text and "rollout.n" in text
     grpo_line = next(line for line in text.splitlines() if "│ grpo " in line and "0.74" in line)
     assert "0.74 ± 0.04" in grpo_line and "[0.6406, 0.8394]" in grpo_line  # 0.74 ± 0.0993655
-    dapo_line = next(line for line in text.splitlines() if "│ dapo " in line and "0.84" in line)
-    assert "+0.1 [+0.00932, +0.191]" in dapo_line and "better" in dapo_line
+    assert "against grpo: the difference of the final values, Welch's 95% interval" in text
+    dapo_line = next(line for line in text.splitlines() if "│ dapo " in line and "+0.1" in line)
+    assert "+0.1 [+0.0093, +0.19]" in dapo_line and "│ better" in dapo_line
 
     data = to_json(comparison)
     json.dumps(data, allow_nan=False)
