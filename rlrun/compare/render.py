@@ -202,8 +202,13 @@ def _verdict_table(comparison: Comparison) -> RenderableType | None:
     ]
     if not rows:
         return None
-    title = f"against {comparison.group_labels[0]}: the difference of the final values, Welch's {CONFIDENCE:.0%} interval"
-    table = Table(title=title, title_justify="left")
+    caption = f"Δ final: the difference of the mean final values, with Welch's {CONFIDENCE:.0%} interval"
+    table = Table(
+        title=f"against {comparison.group_labels[0]}",
+        title_justify="left",
+        caption=caption,
+        caption_justify="left",
+    )
     for column, justify in (
         ("metric", "left"),
         ("setting", "left"),
