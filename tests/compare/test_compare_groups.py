@@ -147,7 +147,7 @@ def test_the_report_shows_intervals_and_verdicts(sweep):
     assert "trainer.seed" not in text and "rollout.n" in text
     grpo_line = next(line for line in text.splitlines() if "│ grpo " in line and "0.74" in line)
     assert "0.74 ± 0.04" in grpo_line and "[0.6406, 0.8394]" in grpo_line  # 0.74 ± 0.0993655
-    assert "against grpo" in text and "with Welch's 95% interval" in text
+    assert "against grpo" in text and "with Welch's 95% interval" in " ".join(text.split())
     dapo_line = next(line for line in text.splitlines() if "│ dapo " in line and "+0.1" in line)
     assert "+0.1 [+0.0093, +0.19]" in dapo_line and "│ better" in dapo_line
 
