@@ -113,9 +113,8 @@ def _seed_warnings(groups: Sequence[SeedGroup], metrics: Sequence[str]) -> list[
         return []
     which = "each setting ran" if len(single) == len(groups) else f"{', '.join(single)} ran"
     message = (
-        f"{which} with one seed: a difference in {', '.join(noisy)} between single runs is as likely "
-        "seed noise as an effect (on the embedded default, seeds of one recipe end several points "
-        "apart). Run each setting at several seeds (`rlrun sweep` with `seeds: [0, 1, 2]`) and "
+        f"{which} with one seed: a difference in {', '.join(noisy)} between single runs cannot be told "
+        "from seed noise. Run each setting at several seeds (`rlrun sweep` with `seeds: [0, 1, 2]`) and "
         "compare the sweep folder."
     )
     return [message]

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from typer.testing import CliRunner
 
 from rlrun.cli import app
 
 runner = CliRunner()
+REPO = Path(__file__).parents[2]
 
 
 def test_a_bad_sweep_exits_2_with_the_line_and_no_traceback(write_sweep, tmp_path):
@@ -37,3 +40,19 @@ def test_the_dry_run_prints_the_plan_and_starts_nothing(write_sweep, tmp_path):
     assert "actor.optimizer.lr=0.0003/seed-2grpotostart0/202,560" in text  # 20 steps x 16 prompts x 8
     assert "executor:local(concurrent2" in text and "nofinishedruntoestimatethetimefrom" in text
     assert not (tmp_path / "runs").exists()
+
+
+def test_the_readme_sweep_example_and_file_plan_cleanly(tmp_path, monkeypatch):
+    readme = (REPO / "README.md").read_text()
+    section = readme[readme.index("## Sweeps") : readme.index("## Compare")]
+    example = section[section.index("```yaml\n") + len("```yaml\n") :]
+    (tmp_path / "my_sweep.yaml").write_text(example[: example.index("```")])
+    monkeypatch.chdir(tmp_path)
+    result = runner.invoke(app, ["sweep", "my_sweep.yaml", "--dry-run"])
+    assert result.exit_code == 0, result.output
+    assert "8 point(s) × 3 seed(s) = 24 runs" in " ".join(result.output.split())
+
+    monkeypatch.chdir(REPO)  # the README's own command, as written
+    result = runner.invoke(app, ["sweep", "sweeps/grpo_vs_dapo.yaml", "--dry-run"])
+    assert result.exit_code == 0, result.output
+    assert "2 point(s) × 3 seed(s) = 6 runs" in " ".join(result.output.split())

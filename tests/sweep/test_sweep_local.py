@@ -81,9 +81,12 @@ def test_the_readme_sweep_trains_every_run_compares_and_a_second_call_skips_them
     manifest = json.loads((sweep_dir / "sweep.json").read_text())
     assert [run["name"] for run in manifest["runs"]][:2] == ["recipe=grpo/seed-0", "recipe=grpo/seed-1"]
 
-    compared = rlrun("compare", "runs/grpo-vs-dapo", cwd=tmp_path)
+    readme_compare = ["--metrics", "val/accuracy,critic/score/mean,response_length/mean"]
+    readme_compare += ["--target", "val/accuracy=0.8", "--plot", "curves.png"]
+    compared = rlrun("compare", "runs/grpo-vs-dapo", *readme_compare, cwd=tmp_path)
     assert compared.returncode == 0, compared.stderr
     assert "metrics over seeds" in compared.stdout and "95% interval" in compared.stdout
+    assert "time to target over seeds" in compared.stdout and (tmp_path / "curves.png").is_file()
     data = json.loads(rlrun("compare", "runs/grpo-vs-dapo", "--json", cwd=tmp_path).stdout)
     assert [(group["label"], group["seeds"]) for group in data["groups"]] == [
         ("recipe=grpo", [0, 1]),
