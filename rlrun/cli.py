@@ -811,7 +811,9 @@ def compare_command(
     runs: Annotated[
         list[str],
         typer.Argument(
-            help="Run directories, run names under --runs-dir, or wandb:entity/project/run_id. The first is the reference.",
+            help="Run directories, run names under --runs-dir, sweep folders (all their runs), or "
+            "wandb:entity/project/run_id. The first is the reference; runs that differ only in their seed "
+            "are compared as one setting, with intervals over the seeds.",
             show_default=False,
         ),
     ],
@@ -858,6 +860,7 @@ def compare_command(
 ) -> None:
     """Compare runs: what changed between them (config), and what it did (metrics, health)."""
     from rlrun.compare.comparison import CompareOptions, compare, to_json
+    from rlrun.compare.groups import expand_sweep_folders
     from rlrun.compare.inputs import load_input
     from rlrun.compare.render import render
     from rlrun.compare.runs import RunReadError
@@ -873,14 +876,19 @@ def compare_command(
             targets=[parse_target(text) for text in target or []],
             show_all=show_all,
         )
-        comparison = compare([load_input(ref, runs_dir) for ref in runs], options)
+        refs = expand_sweep_folders(runs, runs_dir)
+        comparison = compare([load_input(ref, runs_dir) for ref in refs], options)
         if plot is not None:
-            from rlrun.compare.plot import plot_runs  # matplotlib is slow to import, and optional
+            # matplotlib is slow to import, and optional
+            from rlrun.compare.plot import plot_groups, plot_runs
 
             names = [row.metric for row in comparison.metrics]
             if not names:
                 raise RunReadError("nothing to plot: the runs have recorded no metrics yet")
-            plot_runs(comparison.runs, comparison.labels, names, plot, x=x.value, smoothing=smooth)
+            if comparison.by_seed:
+                plot_groups(comparison.runs, comparison.groups, names, plot, x=x.value, smoothing=smooth)
+            else:
+                plot_runs(comparison.runs, comparison.labels, names, plot, x=x.value, smoothing=smooth)
     except (RunReadError, TargetError, ImportError) as exc:
         err_console.print(f"[bold red]error:[/] {exc}")
         raise typer.Exit(USER_ERROR) from None
