@@ -74,7 +74,7 @@ def test_too_few_steps_make_no_trend(make_run, steps, n):
 
 def test_reward_up_accuracy_down(make_run, steps):
     # accuracy peaks at 0.6 over steps 6-10, then falls to 0.4; the (learned) reward keeps rising
-    acc = lambda s: 0.6 if 6 <= s <= 10 else (0.3 if s < 6 else 0.4)  # noqa: E731
+    acc = lambda s: 0.6 if 6 <= s <= 10 else (0.3 if s < 6 else 0.4)
     flags = _flags(make_run, steps, reward__acc__mean=acc, critic__score__mean=lambda s: 0.5 + 0.02 * s)
     flag = flags["reward-up-accuracy-down"]
     assert flag.step == 11 and "fell from its best 60% (steps 6-10) to 40%" in flag.message

@@ -34,7 +34,9 @@ def test_plain_transformers_loads_a_one_output_classifier():
     assert model.config.id2label == {0: "correct"}
     assert sum(f.stat().st_size for f in Path(PATH).iterdir()) < 5_000_000
     with torch.no_grad():
-        right, wrong_length = model(**tok(["23+58=81", "23+58=8"], return_tensors="pt", padding=True)).logits[:, 0]
+        right, wrong_length = model(**tok(["23+58=81", "23+58=8"], return_tensors="pt", padding=True)).logits[
+            :, 0
+        ]
     assert right > 0 > wrong_length
 
 
