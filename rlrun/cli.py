@@ -526,8 +526,9 @@ def eval_command(
     if as_json:
         print(json.dumps(report, indent=2))
         return
-    table = Table(title=f"{model} on {data_name}: {result.num_prompts} prompts, k={result.k}"
-                  + (" (greedy)" if result.greedy else ""), title_justify="left")
+    console.print(f"{model} on {data_name}: {result.num_prompts} prompts, k={result.k}"
+                  + (" (greedy)" if result.greedy else ""), soft_wrap=True)
+    table = Table()
     table.add_column("metric")
     table.add_column("value", justify="right")
     for name, value in report["metrics"].items():
