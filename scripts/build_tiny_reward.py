@@ -187,15 +187,17 @@ def train(args: argparse.Namespace) -> dict:
         if step % 100 == 0:
             print(f"step {step:5d}  loss {loss.item():.4f}  {time.time() - start:.0f}s", flush=True)
     model.eval()
+    args.out.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(args.out)
+    tokenizer.save_pretrained(args.out)
+    # Measured through the tokenizer as users load it: AutoTokenizer's Qwen2 class drops spaces.
+    loaded = AutoTokenizer.from_pretrained(args.out)
     info = {
         "steps": args.steps,
         "seed": args.seed,
         "eval_prompts": args.eval_prompts,
-        **measure(model, tokenizer, args),
+        **measure(model, loaded, args),
     }
-    args.out.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(args.out)
-    tokenizer.save_pretrained(args.out)
     (args.out / "build_info.json").write_text(json.dumps(info, indent=2) + "\n")
     print(json.dumps(info, indent=2))
     return info
