@@ -12,6 +12,7 @@ from pydantic import ValidationError
 from rlrun.errors import ConfigIssue, show_value
 from rlrun.recipes.keys import KeyPath, did_you_mean, dotted, section_at, suggest_keys
 from rlrun.recipes.provenance import Provenance
+from rlrun.schema.base import Section
 
 _TYPE_NAMES = {
     bool: "a boolean",
@@ -32,12 +33,19 @@ def _issue(error: Any, data: dict[str, Any], provenance: Provenance) -> ConfigIs
     path = _real_path(data, tuple(error["loc"]))
     kind, found = error["type"], error.get("input")
     if kind == "extra_forbidden":
-        hint = did_you_mean(suggest_keys(path))
+        member = _tagged_member(tuple(error["loc"]))
+        if member is not None:  # an item of a tagged union (a reward entry): its own keys
+            close = difflib.get_close_matches(str(path[-1]), list(member.model_fields), n=1, cutoff=0.6)
+            hint = did_you_mean([dotted((*path[:-1], close[0]))]) if close else None
+        else:
+            hint = did_you_mean(suggest_keys(path))
         return provenance.issue(
             path,
             "unknown key" + (f"; {hint}" if hint else ""),
             code="unknown-key",
-            expected="one of " + _keys_of(path[:-1]) if not hint else None,
+            expected="one of " + (", ".join(member.model_fields) if member else _keys_of(path[:-1]))
+            if not hint
+            else None,
             fix="rename or remove it (`rlrun schema` lists every key)",
         )
     # "Input should be greater than 0" -> "greater than 0"
@@ -110,6 +118,16 @@ def _real_path(data: Any, loc: KeyPath) -> KeyPath:
         elif index == len(loc) - 1:
             path.append(part)
     return tuple(path)
+
+
+def _tagged_member(loc: KeyPath) -> type[Section] | None:
+    """The union member an error's location names by its tag (the class name), if any."""
+    members = {cls.__name__: cls for cls in _sections(Section)}
+    return next((members[part] for part in reversed(loc) if isinstance(part, str) and part in members), None)
+
+
+def _sections(cls: type[Section]) -> list[type[Section]]:
+    return [sub for direct in cls.__subclasses__() for sub in (direct, *_sections(direct))]
 
 
 def _keys_of(path: KeyPath) -> str:
