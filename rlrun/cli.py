@@ -466,8 +466,8 @@ def _dry_run(loaded: LoadedRecipe) -> None:
 @app.command("eval")
 def eval_command(
     model: Annotated[str, typer.Argument(help="A run checkpoint (`runs/x/checkpoints/step_000100`, LoRA "
-                                         "included), a Hugging Face model directory, an `rlrun:` model or a "
-                                         "hub id.", show_default=False)],
+                                         "included), a run directory (its latest checkpoint), a Hugging Face "
+                                         "model directory, an `rlrun:` model or a hub id.", show_default=False)],
     overrides: OverridesArg = None,
     recipe: Annotated[str | None, typer.Option("--recipe", help="The recipe whose data, rewards and "
                                                "`trainer.eval` settings to use (default: a checkpoint's own "
