@@ -671,8 +671,8 @@ def eval_command(
         str,
         typer.Argument(
             help="A run checkpoint (`runs/x/checkpoints/step_000100`, LoRA "
-            "included), a Hugging Face model directory, an `rlrun:` model or a "
-            "hub id.",
+            "included), a run directory (its latest checkpoint), a Hugging Face "
+            "model directory, an `rlrun:` model or a hub id.",
             show_default=False,
         ),
     ],
@@ -775,11 +775,12 @@ def eval_command(
     if as_json:
         print(json.dumps(report, indent=2))
         return
-    table = Table(
-        title=f"{model} on {data_name}: {result.num_prompts} prompts, k={result.k}"
+    console.print(
+        f"{model} on {data_name}: {result.num_prompts} prompts, k={result.k}"
         + (" (greedy)" if result.greedy else ""),
-        title_justify="left",
+        soft_wrap=True,
     )
+    table = Table()
     table.add_column("metric")
     table.add_column("value", justify="right")
     for name, value in report["metrics"].items():
