@@ -1,4 +1,6 @@
-"""The recipes shipped with rlrun (package data in `builtin/`, `recipes/` at the repo root)."""
+"""The recipes shipped with rlrun (package data in `builtin/`, `recipes/` at the repo root).
+
+A recipe in a subfolder is named by its relative path without `.yaml` (`real/grpo_smollm2`)."""
 
 from __future__ import annotations
 
@@ -11,12 +13,14 @@ BUILTIN_DIR = Path(__file__).parent / "builtin"
 
 
 def builtin_names() -> list[str]:
-    return sorted(path.stem for path in BUILTIN_DIR.glob("*.yaml"))
+    return sorted(
+        path.relative_to(BUILTIN_DIR).with_suffix("").as_posix() for path in BUILTIN_DIR.rglob("*.yaml")
+    )
 
 
 def builtin_path(name: str) -> Path | None:
-    path = BUILTIN_DIR / f"{name}.yaml"
-    return path if name and "/" not in name and path.is_file() else None
+    # Only listed names: a name is never a path that could leave the folder (`../x`).
+    return BUILTIN_DIR / f"{name}.yaml" if name in builtin_names() else None
 
 
 def builtin_descriptions() -> dict[str, str]:

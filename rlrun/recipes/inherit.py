@@ -87,6 +87,8 @@ def _resolve_extends(
         )
         return None
     target = (path.parent / ref) if is_path else builtin_path(ref)
+    if is_path and not target.is_file() and builtin_path(ref) is not None:  # `extends: real/grpo_smollm2`
+        target = builtin_path(ref)
     if target is None or not target.is_file():
         if is_path:
             problem(

@@ -8,6 +8,8 @@ from pydantic import Field
 
 from rlrun.schema.base import NonNegativeInt, PositiveInt, Section
 
+PROMPT_PLACEHOLDER = "{prompt}"  # where data.prompt_template puts the dataset's prompt
+
 
 class Arithmetic(Section):
     """The built-in generator: `23+58=` -> `81`."""
@@ -26,6 +28,8 @@ class Data(Section):
     prompt_key: str = Field("prompt", min_length=1)
     answer_key: str = Field("answer", min_length=1)
     apply_chat_template: Literal["auto", True, False] = "auto"
+    system_prompt: str | None = None  # an instruction before every prompt (a chat model's system message)
+    prompt_template: str = PROMPT_PLACEHOLDER  # wraps each dataset prompt; rules.py checks the placeholder
     max_prompt_tokens: PositiveInt = 64
     overlong_prompts: Literal["drop", "truncate", "error"] = "drop"
     shuffle: bool = True

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import signal
 import threading
+from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -35,6 +36,7 @@ from rlrun.training.metrics import (
 )
 from rlrun.training.rundir import RunDir, git_state, now_iso, package_versions
 from rlrun.training.session import Session, locked_changes, on_cpu
+from rlrun.training.stalls import STALL_STEPS, find_stalls
 
 SAMPLES_PER_LOG = 16  # completions written to samples.jsonl / the W&B table each time
 
@@ -107,6 +109,9 @@ class Run:
                 )
             self.dir.write_meta(meta)
         self.logger = MetricsLogger(self.sinks, start_wall=self.start_wall)
+        # The latest steps' metrics: a stall shows as a window of STALL_STEPS stalled steps.
+        self.recent: deque[dict[str, float]] = deque(maxlen=STALL_STEPS)
+        self.stalls_reported: set[str] = set()
 
     def _new_meta(self, loaded: LoadedRecipe, overrides: list[str]) -> dict[str, Any]:
         sha, dirty = git_state()
@@ -175,6 +180,11 @@ class Run:
         if not self.main:
             return
         self.logger.log(step, metrics)
+        self.recent.append({"step": step, **metrics})
+        for stall in find_stalls(self.recent):
+            if stall.check not in self.stalls_reported:
+                self.stalls_reported.add(stall.check)
+                self.say(f"Warning: {stall.message}.")
         every = self.recipe.logging.samples_every_steps
         exp = self.session.last_experience
         if every and exp is not None and step % every == 0:
