@@ -14,6 +14,7 @@ from typing import Literal
 
 from rlrun.compare.runs import Run
 from rlrun.compare.stats import finite_series
+from rlrun.training.stalls import find_stalls
 
 WINDOW = 5  # values averaged at each end of a trend
 MIN_TREND_POINTS = 4  # fewer values than this make no trend
@@ -41,7 +42,7 @@ class HealthFlag:
 
 def health_flags(run: Run) -> list[HealthFlag]:
     """Every flag `run` raises, in check order."""
-    return [flag for check in CHECKS if (flag := check(run)) is not None]
+    return [flag for check in CHECKS if (flag := check(run)) is not None] + training_stalls(run)
 
 
 def non_finite(run: Run) -> HealthFlag | None:
@@ -136,6 +137,11 @@ def skipped_updates(run: Run) -> HealthFlag | None:
         f"{points[-1][1]:.0f} update(s) skipped for non-finite loss or gradients, first at step {first}",
         first,
     )
+
+
+def training_stalls(run: Run) -> list[HealthFlag]:
+    """The stalls `rlrun train` warns about (most responses cut, all-zero rewards): why a run did not learn."""
+    return [HealthFlag(stall.check, "warning", stall.message, stall.step) for stall in find_stalls(run.rows)]
 
 
 def _trend(run: Run, metric: str) -> tuple[float, float, int] | None:

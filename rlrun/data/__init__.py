@@ -10,6 +10,7 @@ from rlrun.data.dataset import LengthReport, PromptDataset, build_prompt_dataset
 from rlrun.data.padding import left_pad
 from rlrun.data.sampler import PromptSampler
 from rlrun.data.sources import ARITHMETIC, DataError, is_split_source, load_file, load_records
+from rlrun.schema.data import PROMPT_PLACEHOLDER
 
 
 def load_prompt_datasets(
@@ -24,6 +25,8 @@ def load_prompt_datasets(
         "prompt_key": data.get("prompt_key", "prompt"),
         "answer_key": data.get("answer_key", "answer"),
         "apply_chat_template": data.get("apply_chat_template", "auto"),
+        "system_prompt": data.get("system_prompt"),
+        "prompt_template": data.get("prompt_template", PROMPT_PLACEHOLDER),
         "max_prompt_tokens": data.get("max_prompt_tokens"),
         "overlong": data.get("overlong_prompts", "drop"),
     }

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from rlrun.data.sources import DataError, read_columns
+from rlrun.schema.data import PROMPT_PLACEHOLDER
 
 logger = logging.getLogger("rlrun.data")
 
@@ -113,11 +114,17 @@ def build_prompt_dataset(
     prompt_key: str = "prompt",
     answer_key: str = "answer",
     apply_chat_template: ChatTemplateMode | str = "auto",
+    system_prompt: str | None = None,
+    prompt_template: str = PROMPT_PLACEHOLDER,
     max_prompt_tokens: int | None = None,
     overlong: OverlongPolicy | str = "drop",
     name: str = "dataset",
 ) -> PromptDataset:
     """Tokenise ``records`` once. Prompts may be strings or chat message lists (verl layout).
+
+    ``prompt_template`` wraps each prompt (a message list: its last user message), replacing
+    ``{prompt}``; ``system_prompt`` becomes the system message of prompts that have none (the
+    first line of the text without a chat template).
 
     Over-long prompts are dropped, truncated (keeping their last tokens: the end of the
     question and the generation prompt) or raise, per ``overlong``; counts are in ``.report``.
@@ -128,7 +135,8 @@ def build_prompt_dataset(
     use_template = _use_chat_template(tokenizer, apply_chat_template, name)
     raw_prompts = [_field(r, prompt_key, i, name) for i, r in enumerate(records)]
     truths = [_answer(r, answer_key, i, name) for i, r in enumerate(records)]
-    texts = [_render(p, tokenizer, use_template, i, name) for i, p in enumerate(raw_prompts)]
+    messages = [_messages(p, system_prompt, prompt_template, i, name) for i, p in enumerate(raw_prompts)]
+    texts = [_render(m, tokenizer, use_template) for m in messages]
     ids = tokenizer(texts, add_special_tokens=not use_template)["input_ids"] if texts else []
     top_keys = {prompt_key.split(".")[0], answer_key.split(".")[0]}
     extra_keys = sorted({k for r in records for k in r} - top_keys)
@@ -178,20 +186,32 @@ def _use_chat_template(tokenizer: Any, mode: ChatTemplateMode | str, name: str) 
     return has_template
 
 
-def _render(prompt: Any, tokenizer: Any, use_template: bool, index: int, name: str) -> str:
+def _messages(
+    prompt: Any, system_prompt: str | None, template: str, index: int, name: str
+) -> list[dict[str, Any]]:
+    """A record's prompt as chat messages, with the recipe's template and system prompt applied."""
     if isinstance(prompt, str):
         messages = [{"role": "user", "content": prompt}]
     elif isinstance(prompt, list) and all(isinstance(m, dict) and "content" in m for m in prompt):
-        messages = prompt
+        messages = [dict(m) for m in prompt]
     else:
         raise DataError(
             name,
             f"record {index}: a prompt must be a string or a list of chat messages, "
             f"got {type(prompt).__name__}",
         )
+    users = [m for m in messages if m.get("role", "user") == "user"]
+    if users:
+        users[-1]["content"] = template.replace(PROMPT_PLACEHOLDER, str(users[-1]["content"]))
+    if system_prompt is not None and not any(m.get("role") == "system" for m in messages):
+        messages.insert(0, {"role": "system", "content": system_prompt})
+    return messages
+
+
+def _render(messages: list[dict[str, Any]], tokenizer: Any, use_template: bool) -> str:
     if use_template:
         return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
-    return prompt if isinstance(prompt, str) else "\n".join(m["content"] for m in messages)
+    return "\n".join(str(m["content"]) for m in messages)
 
 
 def _field(record: dict[str, Any], key: str, index: int, name: str) -> Any:

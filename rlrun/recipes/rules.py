@@ -10,11 +10,13 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from rlrun.components import registries
-from rlrun.embedded import embedded_model_names
+from rlrun.embedded import embedded_model_names, is_gguf_path, missing_requirement
 from rlrun.errors import ConfigIssue, show_value
+from rlrun.recipes.keys import KeyPath
 from rlrun.recipes.provenance import Provenance
 from rlrun.registry import Registry
 from rlrun.schema import Recipe
+from rlrun.schema.data import PROMPT_PLACEHOLDER
 
 Rule = Callable[[Recipe, Provenance], Iterator[ConfigIssue]]
 ERROR_RULES: list[Rule] = []
@@ -269,22 +271,36 @@ def data_files_exist(recipe: Recipe, provenance: Provenance) -> Iterator[ConfigI
                 )
 
 
-def _model_keys(recipe: Recipe) -> dict[tuple[str, ...], str | None]:
-    """Every key that names a model (or tokenizer), with its value."""
-    return {
+@error_rule
+def prompt_template_has_placeholder(recipe: Recipe, provenance: Provenance) -> Iterator[ConfigIssue]:
+    if PROMPT_PLACEHOLDER not in recipe.data.prompt_template:
+        yield provenance.issue(
+            ("data", "prompt_template"),
+            f"the prompt template has no `{PROMPT_PLACEHOLDER}`, so every prompt would read the same",
+            code="template-placeholder",
+            expected=f'text containing {PROMPT_PLACEHOLDER}, e.g. "Q: {PROMPT_PLACEHOLDER}\\nA:"',
+            found=show_value(recipe.data.prompt_template),
+            fix=f"write `{PROMPT_PLACEHOLDER}` where the dataset's prompt goes",
+        )
+
+
+def _model_names(recipe: Recipe) -> dict[KeyPath, str]:
+    """Every model a recipe names, by key path (a disabled teacher is not named)."""
+    models = {
         ("model", "path"): recipe.model.path,
         ("model", "tokenizer"): recipe.model.tokenizer,
         ("critic", "model_path"): recipe.critic.model_path,
         ("reference", "path"): recipe.reference.path,
         ("distillation", "teacher"): recipe.distillation.teacher if recipe.distillation.enabled else None,
     }
+    return {path: name for path, name in models.items() if name}
 
 
 @error_rule
 def embedded_models_exist(recipe: Recipe, provenance: Provenance) -> Iterator[ConfigIssue]:
     shipped = embedded_model_names()
-    for path, name in _model_keys(recipe).items():
-        if name and name.startswith("rlrun:") and name not in shipped:
+    for path, name in _model_names(recipe).items():
+        if name.startswith("rlrun:") and name not in shipped:
             close = difflib.get_close_matches(name, shipped, n=1)
             yield provenance.issue(
                 path,
@@ -292,7 +308,16 @@ def embedded_models_exist(recipe: Recipe, provenance: Provenance) -> Iterator[Co
                 code="unknown-model",
                 expected="one of " + (", ".join(shipped) or "the shipped models (none are installed)"),
                 found=show_value(name),
-                fix="name a shipped model, a local Hugging Face folder or a hub id",
+                fix="name a shipped model, a local Hugging Face folder, a .gguf file or a hub id",
+            )
+        elif is_gguf_path(name) and not Path(name).expanduser().is_file():
+            yield provenance.issue(
+                path,
+                f"the GGUF file does not exist (relative paths start at the working directory, {Path.cwd()})",
+                code="model-missing",
+                expected="an existing .gguf file",
+                found=show_value(name),
+                fix="correct the path, or run rlrun from the folder the path is relative to",
             )
 
 
@@ -462,8 +487,12 @@ def cuda_available(recipe: Recipe, provenance: Provenance) -> Iterator[ConfigIss
 def model_folders_usable(recipe: Recipe, provenance: Provenance) -> Iterator[ConfigIssue]:
     """A local model folder exists here and has a readable config.json (a hub id is left to
     loading)."""
-    for path, name in _model_keys(recipe).items():
-        if name and not name.startswith("rlrun:") and (problem := _model_folder_problem(name)):
+    for path, name in _model_names(recipe).items():
+        if (
+            not name.startswith("rlrun:")
+            and not is_gguf_path(name)
+            and (problem := _model_folder_problem(name))
+        ):
             yield provenance.issue(
                 path,
                 problem,
@@ -491,3 +520,16 @@ def _model_folder_problem(name: str) -> str | None:
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         return f"its config.json cannot be read as JSON ({exc})"
     return None
+
+
+@environment_rule
+def model_packages_installed(recipe: Recipe, provenance: Provenance) -> Iterator[ConfigIssue]:
+    for path, name in _model_names(recipe).items():
+        if requirement := missing_requirement(name):
+            yield provenance.issue(
+                path,
+                "this machine cannot run the recipe: the model needs packages that are not installed",
+                code="missing-extra",
+                found=show_value(name),
+                fix=f"install them: `{requirement}`; {PORTABLE_HINT}",
+            )

@@ -91,3 +91,23 @@ def test_reward_up_accuracy_down(make_run, steps):
     assert "reward-up-accuracy-down" not in _flags(
         make_run, steps, reward__acc__mean=acc, critic__score__mean=acc
     )
+
+
+def test_most_responses_cut_at_the_length_limit(make_run, steps):
+    # steps 7 and 9-20 are over half cut; 9, 10, 11 is the first run of 3 in a row
+    flag = _flags(make_run, steps, response_length__clip_ratio=lambda s: 0.9 if s == 7 or s >= 9 else 0.1)[
+        "length-limit"
+    ]
+    assert flag.step == 9 and flag.message.startswith("most responses hit the length limit")
+    assert "`rollout.max_response_tokens`" in flag.message and "`data.prompt_template`" in flag.message
+
+
+def test_all_zero_rewards_for_several_steps(make_run, steps):
+    flags = _flags(
+        make_run, steps, critic__score__max=lambda s: 0.0 if s <= 4 else 1.0, critic__score__min=0.0
+    )
+    assert flags["zero-reward"].step == 1 and "every response scored 0" in flags["zero-reward"].message
+    # two all-zero steps in a row are noise, not a stall
+    assert "zero-reward" not in _flags(
+        make_run, steps, critic__score__max=lambda s: 0.0 if s <= 2 else 1.0, critic__score__min=0.0
+    )

@@ -84,6 +84,27 @@ def test_chat_template_auto_true_false(tmp_path, tokenizer, chat_tokenizer):
         build_prompt_dataset(load_file(path), tokenizer, apply_chat_template=True)
 
 
+def test_system_prompt_and_template_wrap_every_prompt(tmp_path, tokenizer, chat_tokenizer):
+    records = [{"prompt": "2+3=", "answer": "5"}]
+    options = {"system_prompt": "Reply with a number.", "prompt_template": "Q: {prompt} {x}"}
+    chat = build_prompt_dataset(records, chat_tokenizer, **options)
+    assert chat.prompts == ["system: Reply with a number. user: Q: 2+3= {x} assistant: "]
+    plain = build_prompt_dataset(records, tokenizer, **options)  # no chat template: one line each
+    assert plain.prompts == ["Reply with a number.\nQ: 2+3= {x}"]
+    path = tmp_path / "train.parquet"
+    _verl_parquet(path)  # message lists: the last user message is wrapped
+    (verl,) = (
+        build_prompt_dataset(load_file(path), chat_tokenizer, prompt_template="[{prompt}]").take([1]).prompts
+    )
+    assert verl == "user: [what is 1+1?] assistant: "
+    owned = [
+        {"prompt": [{"role": "system", "content": "mine"}, {"role": "user", "content": "hi"}], "answer": "1"}
+    ]
+    assert build_prompt_dataset(owned, chat_tokenizer, system_prompt="not used").prompts == [
+        "system: mine user: hi assistant: "
+    ]
+
+
 @pytest.mark.parametrize("suffix", [".jsonl", ".json"])
 def test_json_files_with_dotted_keys(tmp_path, tokenizer, suffix):
     records = [{"q": {"text": f"{i}+1="}, "meta": {"answer": i + 1}, "tag": "t"} for i in range(4)]
