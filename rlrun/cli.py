@@ -28,6 +28,7 @@ from rlrun.errors import ConfigIssue, RecipeError
 from rlrun.recipes import LoadedRecipe, algorithm_summary, batch_plan, load_recipe
 
 if TYPE_CHECKING:
+    from rlrun.convert.recipe import Conversion
     from rlrun.launch import Topology  # imports torch: only the commands that train load it
 
 app = typer.Typer(
@@ -293,6 +294,14 @@ def recipes_copy(
 
 convert_app = typer.Typer(help="Recipes from other stacks' configurations.", no_args_is_help=True)
 app.add_typer(convert_app, name="convert")
+OutputOption = Annotated[
+    Path | None,
+    typer.Option(
+        "-o",
+        "--output",
+        help="The recipe file to write (never overwritten); without it, the recipe is printed.",
+    ),
+]
 
 
 @convert_app.command("verl", context_settings={"ignore_unknown_options": True})
@@ -305,23 +314,15 @@ def convert_verl(
             show_default=False,
         ),
     ],
-    output: Annotated[
-        Path | None,
-        typer.Option(
-            "-o",
-            "--output",
-            help="The recipe file to write (never overwritten); without it, the recipe is printed.",
-        ),
-    ] = None,
+    output: OutputOption = None,
 ) -> None:
     """Turn a verl run into an rlrun recipe, with a report of what mapped, what changed unit (verl's
     ppo_mini_batch_size counts prompts, rlrun's actor.mini_batch_samples samples) and what has no
     equivalent. The recipe is then checked as `rlrun validate --portable` does; exit code 2 when
     the input cannot be read or the recipe does not validate.
     """
-    import tempfile
-
-    from rlrun.convert.verl import ConvertError, convert, read_source
+    from rlrun.convert.recipe import ConvertError
+    from rlrun.convert.verl import convert, read_source
 
     try:
         settings, notes, name = read_source(source)
@@ -330,6 +331,45 @@ def convert_verl(
         raise typer.Exit(USER_ERROR) from None
     conversion = convert(settings, name)
     conversion.notes += notes
+    _write_conversion(conversion, output)
+
+
+@convert_app.command("trl")
+def convert_trl(
+    config: Annotated[
+        Path,
+        typer.Argument(help="A TRL GRPOConfig YAML (as `trl grpo --config` reads it).", show_default=False),
+    ],
+    num_processes: Annotated[
+        int,
+        typer.Option(
+            "--num-processes", min=1, help="The processes TRL trained on: its batch sizes are per device."
+        ),
+    ] = 1,
+    output: OutputOption = None,
+) -> None:
+    """Turn a TRL GRPOConfig into an rlrun recipe, with a report of what mapped, what changed unit
+    (TRL's per_device_train_batch_size counts samples per device, rlrun's actor.micro_batch_samples
+    samples over all processes) and what has no equivalent; then checked as `rlrun validate
+    --portable` does (exit code 2 when it does not validate).
+    """
+    from rlrun.convert.recipe import ConvertError
+    from rlrun.convert.trl import convert, read_config
+
+    try:
+        settings, notes = read_config(config)
+    except ConvertError as exc:
+        err_console.print(Text(f"error: {exc}", style="red"), soft_wrap=True)
+        raise typer.Exit(USER_ERROR) from None
+    conversion = convert(settings, str(config), num_processes)
+    conversion.notes += notes
+    _write_conversion(conversion, output)
+
+
+def _write_conversion(conversion: Conversion, output: Path | None) -> None:
+    """Print the report; write the recipe to `output` (never over a file) or print it; validate it."""
+    import tempfile
+
     text = conversion.to_yaml()
     err_console.print(Text(conversion.report()), soft_wrap=True)
     if output is not None:
@@ -609,7 +649,8 @@ def _train(loaded: LoadedRecipe, options: Any, overrides: list[str]) -> None:
 def _dry_run(loaded: LoadedRecipe) -> None:
     from rlrun.training.dryrun import dry_run
 
-    report = dry_run(loaded.recipe)
+    with user_errors():  # a model or data file that cannot be loaded is a recipe error here too
+        report = dry_run(loaded.recipe)
     table = Table(title="dry run (nothing written)", title_justify="left", show_header=False, box=None)
     table.add_row("models loaded in", f"{report['load_s']:.2f} s")
     for phase, seconds in report["timing_s"].items():
@@ -630,8 +671,8 @@ def eval_command(
         str,
         typer.Argument(
             help="A run checkpoint (`runs/x/checkpoints/step_000100`, LoRA "
-            "included), a Hugging Face model directory, an `rlrun:` model or a "
-            "hub id.",
+            "included), a run directory (its latest checkpoint), a Hugging Face "
+            "model directory, an `rlrun:` model or a hub id.",
             show_default=False,
         ),
     ],
@@ -734,11 +775,12 @@ def eval_command(
     if as_json:
         print(json.dumps(report, indent=2))
         return
-    table = Table(
-        title=f"{model} on {data_name}: {result.num_prompts} prompts, k={result.k}"
+    console.print(
+        f"{model} on {data_name}: {result.num_prompts} prompts, k={result.k}"
         + (" (greedy)" if result.greedy else ""),
-        title_justify="left",
+        soft_wrap=True,
     )
+    table = Table()
     table.add_column("metric")
     table.add_column("value", justify="right")
     for name, value in report["metrics"].items():
@@ -770,7 +812,9 @@ def compare_command(
     runs: Annotated[
         list[str],
         typer.Argument(
-            help="Run directories, run names under --runs-dir, or wandb:entity/project/run_id. The first is the reference.",
+            help="Run directories, run names under --runs-dir, sweep folders (all their runs), or "
+            "wandb:entity/project/run_id. The first is the reference; runs that differ only in their seed "
+            "are compared as one setting, with intervals over the seeds.",
             show_default=False,
         ),
     ],
@@ -817,6 +861,7 @@ def compare_command(
 ) -> None:
     """Compare runs: what changed between them (config), and what it did (metrics, health)."""
     from rlrun.compare.comparison import CompareOptions, compare, to_json
+    from rlrun.compare.groups import expand_sweep_folders
     from rlrun.compare.inputs import load_input
     from rlrun.compare.render import render
     from rlrun.compare.runs import RunReadError
@@ -832,14 +877,19 @@ def compare_command(
             targets=[parse_target(text) for text in target or []],
             show_all=show_all,
         )
-        comparison = compare([load_input(ref, runs_dir) for ref in runs], options)
+        refs = expand_sweep_folders(runs, runs_dir)
+        comparison = compare([load_input(ref, runs_dir) for ref in refs], options)
         if plot is not None:
-            from rlrun.compare.plot import plot_runs  # matplotlib is slow to import, and optional
+            # matplotlib is slow to import, and optional
+            from rlrun.compare.plot import plot_groups, plot_runs
 
             names = [row.metric for row in comparison.metrics]
             if not names:
                 raise RunReadError("nothing to plot: the runs have recorded no metrics yet")
-            plot_runs(comparison.runs, comparison.labels, names, plot, x=x.value, smoothing=smooth)
+            if comparison.by_seed:
+                plot_groups(comparison.runs, comparison.groups, names, plot, x=x.value, smoothing=smooth)
+            else:
+                plot_runs(comparison.runs, comparison.labels, names, plot, x=x.value, smoothing=smooth)
     except (RunReadError, TargetError, ImportError) as exc:
         err_console.print(f"[bold red]error:[/] {exc}")
         raise typer.Exit(USER_ERROR) from None

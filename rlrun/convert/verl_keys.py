@@ -8,26 +8,17 @@ reason. A key ending in `.*` covers a whole verl subtree. `VERL_DEFAULTS` holds 
 defaults (verl 0.4-0.9 `ppo_trainer.yaml`) where they differ from rlrun's, because a verl
 command line relies on them.
 
-This module imports nothing from rlrun, so `rlrun.recipes.keys` can use it.
+This module imports nothing from rlrun but `rlrun.convert.table`, so `rlrun.recipes.keys` can
+use it.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-Settings = Mapping[str, Any]  # every verl key -> its value (the command line's, else verl's default)
-Convert = Callable[[Any, Settings], Any]  # (the key's verl value, all settings) -> the rlrun value
-
-
-@dataclass(frozen=True)
-class VerlKey:
-    rlrun: str | None  # the rlrun key; None: rlrun has no equivalent
-    note: str = ""  # the unit change, or why there is no equivalent
-    convert: Convert | None = None  # None: the value is the same
+from rlrun.convert.table import KeyMap, Settings, find
 
 
 def _n(settings: Settings) -> int:
@@ -50,6 +41,15 @@ def _micro_batch(value: Any, settings: Settings) -> int:
         if total
         else int(settings.get("actor_rollout_ref.actor.ppo_mini_batch_size", 256)) * _n(settings)
     )
+
+
+def _loss_kwargs(value: Any, settings: Settings) -> dict[str, Any]:
+    prefix = "actor_rollout_ref.actor.policy_loss."
+    return {
+        key[len(prefix) :]: v
+        for key, v in settings.items()
+        if key.startswith(prefix) and key != prefix + "loss_mode"
+    }
 
 
 def _first_file(value: Any, settings: Settings) -> Any:
@@ -163,213 +163,216 @@ def module_of(path: str) -> str:
 
 _NO_EFFECT = "a performance or infrastructure setting; rlrun chooses its own"
 
-TABLE: dict[str, VerlKey] = {
+TABLE: dict[str, KeyMap] = {
     # --- data -------------------------------------------------------------------------------
-    "data.train_files": VerlKey("data.source", "rlrun reads one file: the first is taken", _first_file),
-    "data.val_files": VerlKey("data.val_source", "rlrun reads one file: the first is taken", _first_file),
-    "data.prompt_key": VerlKey("data.prompt_key"),
-    "data.max_prompt_length": VerlKey("data.max_prompt_tokens"),
-    "data.max_response_length": VerlKey("rollout.max_response_tokens"),
-    "data.train_batch_size": VerlKey("trainer.prompts_per_step", "both count prompts per step"),
-    "data.shuffle": VerlKey("data.shuffle"),
-    "data.seed": VerlKey("data.seed"),
-    "data.tokenizer": VerlKey("model.tokenizer"),
-    "data.filter_overlong_prompts": VerlKey(
+    "data.train_files": KeyMap("data.source", "rlrun reads one file: the first is taken", _first_file),
+    "data.val_files": KeyMap("data.val_source", "rlrun reads one file: the first is taken", _first_file),
+    "data.prompt_key": KeyMap("data.prompt_key"),
+    "data.max_prompt_length": KeyMap("data.max_prompt_tokens"),
+    "data.max_response_length": KeyMap("rollout.max_response_tokens"),
+    "data.train_batch_size": KeyMap("trainer.prompts_per_step", "both count prompts per step"),
+    "data.shuffle": KeyMap("data.shuffle"),
+    "data.seed": KeyMap("data.seed"),
+    "data.tokenizer": KeyMap("model.tokenizer"),
+    "data.filter_overlong_prompts": KeyMap(
         "data.overlong_prompts", "true = drop; else data.truncation decides", _overlong
     ),
-    "data.truncation": VerlKey(
+    "data.truncation": KeyMap(
         "data.overlong_prompts",
         "error = error; left/right/middle = truncate (rlrun keeps a prompt's last tokens, like left)",
         _overlong,
     ),
-    "data.gen_batch_size": VerlKey(
+    "data.gen_batch_size": KeyMap(
         None, "rlrun's dynamic sampling generates trainer.prompts_per_step prompts per generation batch"
     ),
-    "data.reward_fn_key": VerlKey(None, "rlrun passes the data_source column to every reward function"),
-    "data.val_batch_size": VerlKey(
-        None, "rlrun evaluates trainer.eval.prompts prompts in batches of its own"
-    ),
-    "data.*": VerlKey(None, _NO_EFFECT),
+    "data.reward_fn_key": KeyMap(None, "rlrun passes the data_source column to every reward function"),
+    "data.val_batch_size": KeyMap(None, "rlrun evaluates trainer.eval.prompts prompts in batches of its own"),
+    "data.*": KeyMap(None, _NO_EFFECT),
     # --- model ------------------------------------------------------------------------------
-    "actor_rollout_ref.model.path": VerlKey("model.path"),
-    "actor_rollout_ref.model.enable_gradient_checkpointing": VerlKey("model.gradient_checkpointing"),
-    "actor_rollout_ref.model.trust_remote_code": VerlKey("model.trust_remote_code"),
-    "actor_rollout_ref.model.lora_rank": VerlKey("model.lora", "0 = no LoRA; else model.lora.r", _lora),
-    "actor_rollout_ref.model.lora_alpha": VerlKey("model.lora", "model.lora.alpha", _lora),
-    "actor_rollout_ref.model.target_modules": VerlKey("model.lora", "model.lora.target_modules", _lora),
-    "actor_rollout_ref.rollout.dtype": VerlKey(
+    "actor_rollout_ref.model.path": KeyMap("model.path"),
+    "actor_rollout_ref.model.enable_gradient_checkpointing": KeyMap("model.gradient_checkpointing"),
+    "actor_rollout_ref.model.trust_remote_code": KeyMap("model.trust_remote_code"),
+    "actor_rollout_ref.model.lora_rank": KeyMap("model.lora", "0 = no LoRA; else model.lora.r", _lora),
+    "actor_rollout_ref.model.lora_alpha": KeyMap("model.lora", "model.lora.alpha", _lora),
+    "actor_rollout_ref.model.target_modules": KeyMap("model.lora", "model.lora.target_modules", _lora),
+    "actor_rollout_ref.rollout.dtype": KeyMap(
         "model.dtype",
         "verl trains fp32 master weights under bf16 mixed precision; rlrun trains in one dtype",
         lambda v, s: {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}.get(v, v),
     ),
-    "actor_rollout_ref.model.*": VerlKey(None, _NO_EFFECT),
+    "actor_rollout_ref.model.*": KeyMap(None, _NO_EFFECT),
     # --- actor ------------------------------------------------------------------------------
-    "actor_rollout_ref.actor.optim.lr": VerlKey("actor.optimizer.lr"),
-    "actor_rollout_ref.actor.optim.weight_decay": VerlKey("actor.optimizer.weight_decay"),
-    "actor_rollout_ref.actor.optim.betas": VerlKey("actor.optimizer.betas", "", lambda v, s: list(v)),
-    "actor_rollout_ref.actor.optim.lr_warmup_steps": VerlKey(
+    "actor_rollout_ref.actor.optim.lr": KeyMap("actor.optimizer.lr"),
+    "actor_rollout_ref.actor.optim.weight_decay": KeyMap("actor.optimizer.weight_decay"),
+    "actor_rollout_ref.actor.optim.betas": KeyMap("actor.optimizer.betas", "", lambda v, s: list(v)),
+    "actor_rollout_ref.actor.optim.lr_warmup_steps": KeyMap(
         "actor.lr_scheduler.warmup_steps", "-1 = use lr_warmup_steps_ratio", _warmup_steps
     ),
-    "actor_rollout_ref.actor.optim.lr_warmup_steps_ratio": VerlKey(
+    "actor_rollout_ref.actor.optim.lr_warmup_steps_ratio": KeyMap(
         "actor.lr_scheduler.warmup_steps", "a fraction of the steps -> a step count", _warmup_steps
     ),
-    "actor_rollout_ref.actor.optim.warmup_style": VerlKey("actor.lr_scheduler.name"),
-    "actor_rollout_ref.actor.optim.lr_scheduler_type": VerlKey("actor.lr_scheduler.name"),
-    "actor_rollout_ref.actor.optim.min_lr_ratio": VerlKey(
+    "actor_rollout_ref.actor.optim.warmup_style": KeyMap("actor.lr_scheduler.name"),
+    "actor_rollout_ref.actor.optim.lr_scheduler_type": KeyMap("actor.lr_scheduler.name"),
+    "actor_rollout_ref.actor.optim.min_lr_ratio": KeyMap(
         "actor.lr_scheduler.min_lr_ratio", "", lambda v, s: 0.0 if v is None else v
     ),
-    "actor_rollout_ref.actor.optim.clip_grad": VerlKey("actor.grad_clip"),
-    "actor_rollout_ref.actor.optim.*": VerlKey(None, "set by the run itself in verl (total steps) or unused"),
-    "actor_rollout_ref.actor.grad_clip": VerlKey("actor.grad_clip"),
-    "actor_rollout_ref.actor.ppo_mini_batch_size": VerlKey(
+    "actor_rollout_ref.actor.optim.clip_grad": KeyMap("actor.grad_clip"),
+    "actor_rollout_ref.actor.optim.*": KeyMap(None, "set by the run itself in verl (total steps) or unused"),
+    "actor_rollout_ref.actor.grad_clip": KeyMap("actor.grad_clip"),
+    "actor_rollout_ref.actor.ppo_mini_batch_size": KeyMap(
         "actor.mini_batch_samples",
         "verl counts prompts, rlrun samples: x rollout.n",
         lambda v, s: int(v) * _n(s),
     ),
-    "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu": VerlKey(
+    "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu": KeyMap(
         "actor.micro_batch_samples",
         "verl counts samples per GPU, rlrun samples over all processes: x GPUs (n_gpus_per_node x nnodes)",
         _micro_batch,
     ),
-    "actor_rollout_ref.actor.ppo_micro_batch_size": VerlKey(
+    "actor_rollout_ref.actor.ppo_micro_batch_size": KeyMap(
         "actor.micro_batch_samples", "both count samples over all GPUs", _micro_batch
     ),
-    "actor_rollout_ref.actor.clip_ratio": VerlKey("actor.clip_ratio"),
-    "actor_rollout_ref.actor.clip_ratio_low": VerlKey("actor.clip_ratio_low"),
-    "actor_rollout_ref.actor.clip_ratio_high": VerlKey("actor.clip_ratio_high"),
-    "actor_rollout_ref.actor.clip_ratio_c": VerlKey("actor.clip_ratio_c"),
-    "actor_rollout_ref.actor.loss_agg_mode": VerlKey("actor.loss_agg_mode"),
-    "actor_rollout_ref.actor.entropy_coeff": VerlKey("actor.entropy_coef"),
-    "actor_rollout_ref.actor.use_kl_loss": VerlKey("actor.kl_loss.enabled"),
-    "actor_rollout_ref.actor.kl_loss_coef": VerlKey("actor.kl_loss.coef"),
-    "actor_rollout_ref.actor.kl_loss_type": VerlKey("actor.kl_loss.estimator"),
-    "actor_rollout_ref.actor.ppo_epochs": VerlKey("actor.ppo_epochs"),
-    "actor_rollout_ref.actor.policy_loss.loss_mode": VerlKey("actor.policy_loss"),
-    "actor_rollout_ref.actor.loss_mode": VerlKey("actor.policy_loss"),
-    "actor_rollout_ref.actor.strategy": VerlKey(
+    "actor_rollout_ref.actor.clip_ratio": KeyMap("actor.clip_ratio"),
+    "actor_rollout_ref.actor.clip_ratio_low": KeyMap("actor.clip_ratio_low"),
+    "actor_rollout_ref.actor.clip_ratio_high": KeyMap("actor.clip_ratio_high"),
+    "actor_rollout_ref.actor.clip_ratio_c": KeyMap("actor.clip_ratio_c"),
+    "actor_rollout_ref.actor.loss_agg_mode": KeyMap("actor.loss_agg_mode"),
+    "actor_rollout_ref.actor.entropy_coeff": KeyMap("actor.entropy_coef"),
+    "actor_rollout_ref.actor.use_kl_loss": KeyMap("actor.kl_loss.enabled"),
+    "actor_rollout_ref.actor.kl_loss_coef": KeyMap("actor.kl_loss.coef"),
+    "actor_rollout_ref.actor.kl_loss_type": KeyMap("actor.kl_loss.estimator"),
+    "actor_rollout_ref.actor.ppo_epochs": KeyMap("actor.ppo_epochs"),
+    "actor_rollout_ref.actor.policy_loss.loss_mode": KeyMap("actor.policy_loss"),
+    "actor_rollout_ref.actor.loss_mode": KeyMap("actor.policy_loss"),
+    "actor_rollout_ref.actor.policy_loss.*": KeyMap(
+        "actor.loss_kwargs",
+        "the chosen loss's own parameters (clip_cov_ratio, kl_cov_ratio, ...)",
+        _loss_kwargs,
+    ),
+    "actor_rollout_ref.actor.strategy": KeyMap(
         "trainer.strategy",
         "fsdp and fsdp2 -> fsdp2 (rlrun's FSDP); megatron has no equivalent",
         lambda v, s: "fsdp2" if v in ("fsdp", "fsdp2") else v,
     ),
-    "actor_rollout_ref.actor.use_dynamic_bsz": VerlKey(None, "rlrun batches by sample count"),
-    "actor_rollout_ref.actor.ppo_max_token_len_per_gpu": VerlKey(None, "rlrun batches by sample count"),
-    "actor_rollout_ref.actor.shuffle": VerlKey(None, "rlrun keeps the rollout order within a step"),
-    "actor_rollout_ref.actor.*": VerlKey(None, _NO_EFFECT),
-    "actor_rollout_ref.ref.*": VerlKey(None, "the reference model is sized like the policy (reference.path)"),
-    "actor_rollout_ref.hybrid_engine": VerlKey(None, _NO_EFFECT),
+    "actor_rollout_ref.actor.use_dynamic_bsz": KeyMap(None, "rlrun batches by sample count"),
+    "actor_rollout_ref.actor.ppo_max_token_len_per_gpu": KeyMap(None, "rlrun batches by sample count"),
+    "actor_rollout_ref.actor.shuffle": KeyMap(None, "rlrun keeps the rollout order within a step"),
+    "actor_rollout_ref.actor.*": KeyMap(None, _NO_EFFECT),
+    "actor_rollout_ref.ref.*": KeyMap(None, "the reference model is sized like the policy (reference.path)"),
+    "actor_rollout_ref.hybrid_engine": KeyMap(None, _NO_EFFECT),
     # --- rollout ----------------------------------------------------------------------------
-    "actor_rollout_ref.rollout.name": VerlKey(
+    "actor_rollout_ref.rollout.name": KeyMap(
         "rollout.engine",
         "vllm and sglang -> vllm; hf -> hf",
         lambda v, s: "hf" if v == "hf" else "vllm",
     ),
-    "actor_rollout_ref.rollout.n": VerlKey("rollout.n"),
-    "actor_rollout_ref.rollout.temperature": VerlKey("rollout.temperature"),
-    "actor_rollout_ref.rollout.top_p": VerlKey("rollout.top_p", "", lambda v, s: float(v)),
-    "actor_rollout_ref.rollout.top_k": VerlKey("rollout.top_k", "-1 (off) -> 0 (off)", _off_when_negative),
-    "actor_rollout_ref.rollout.response_length": VerlKey("rollout.max_response_tokens"),
-    "actor_rollout_ref.rollout.prompt_length": VerlKey("data.max_prompt_tokens"),
-    "actor_rollout_ref.rollout.gpu_memory_utilization": VerlKey("rollout.vllm.gpu_memory_utilization"),
-    "actor_rollout_ref.rollout.tensor_model_parallel_size": VerlKey("rollout.vllm.tensor_parallel_size"),
-    "actor_rollout_ref.rollout.free_cache_engine": VerlKey(
+    "actor_rollout_ref.rollout.n": KeyMap("rollout.n"),
+    "actor_rollout_ref.rollout.temperature": KeyMap("rollout.temperature"),
+    "actor_rollout_ref.rollout.top_p": KeyMap("rollout.top_p", "", lambda v, s: float(v)),
+    "actor_rollout_ref.rollout.top_k": KeyMap("rollout.top_k", "-1 (off) -> 0 (off)", _off_when_negative),
+    "actor_rollout_ref.rollout.response_length": KeyMap("rollout.max_response_tokens"),
+    "actor_rollout_ref.rollout.prompt_length": KeyMap("data.max_prompt_tokens"),
+    "actor_rollout_ref.rollout.gpu_memory_utilization": KeyMap("rollout.vllm.gpu_memory_utilization"),
+    "actor_rollout_ref.rollout.tensor_model_parallel_size": KeyMap("rollout.vllm.tensor_parallel_size"),
+    "actor_rollout_ref.rollout.free_cache_engine": KeyMap(
         "rollout.vllm.enable_sleep_mode", "freeing vLLM's memory while training = sleep mode"
     ),
-    "actor_rollout_ref.rollout.val_kwargs.n": VerlKey("trainer.eval.k"),
-    "actor_rollout_ref.rollout.val_kwargs.do_sample": VerlKey(
+    "actor_rollout_ref.rollout.val_kwargs.n": KeyMap("trainer.eval.k"),
+    "actor_rollout_ref.rollout.val_kwargs.do_sample": KeyMap(
         "trainer.eval.greedy", "do_sample false = greedy", lambda v, s: not v
     ),
-    "actor_rollout_ref.rollout.val_kwargs.*": VerlKey(
+    "actor_rollout_ref.rollout.val_kwargs.*": KeyMap(
         None, "rlrun evaluates greedily or at the rollout's sampling"
     ),
-    "actor_rollout_ref.rollout.*": VerlKey(None, _NO_EFFECT),
+    "actor_rollout_ref.rollout.*": KeyMap(None, _NO_EFFECT),
     # --- critic -----------------------------------------------------------------------------
-    "critic.enable": VerlKey(
+    "critic.enable": KeyMap(
         "critic.enabled",
         "verl enables the critic for gae by itself; rlrun states it",
         lambda v, s: bool(v) if v is not None else s.get("algorithm.adv_estimator") == "gae",
     ),
-    "critic.optim.lr": VerlKey("critic.optimizer.lr"),
-    "critic.optim.weight_decay": VerlKey("critic.optimizer.weight_decay"),
-    "critic.optim.betas": VerlKey("critic.optimizer.betas", "", lambda v, s: list(v)),
-    "critic.model.path": VerlKey("critic.model_path"),
-    "critic.cliprange_value": VerlKey("critic.cliprange_value"),
-    "critic.grad_clip": VerlKey("critic.grad_clip"),
-    "critic.loss_agg_mode": VerlKey("critic.loss_agg_mode"),
-    "critic.*": VerlKey(None, "the critic trains on the actor's batches (actor.mini/micro_batch_samples)"),
+    "critic.optim.lr": KeyMap("critic.optimizer.lr"),
+    "critic.optim.weight_decay": KeyMap("critic.optimizer.weight_decay"),
+    "critic.optim.betas": KeyMap("critic.optimizer.betas", "", lambda v, s: list(v)),
+    "critic.model.path": KeyMap("critic.model_path"),
+    "critic.cliprange_value": KeyMap("critic.cliprange_value"),
+    "critic.grad_clip": KeyMap("critic.grad_clip"),
+    "critic.loss_agg_mode": KeyMap("critic.loss_agg_mode"),
+    "critic.*": KeyMap(None, "the critic trains on the actor's batches (actor.mini/micro_batch_samples)"),
     # --- reward -----------------------------------------------------------------------------
-    "custom_reward_function.path": VerlKey(
+    "custom_reward_function.path": KeyMap(
         "reward.functions",
         "a file -> its module, called verl style; without one, the built-in verl uses for the data_source",
         _reward_functions,
     ),
-    "custom_reward_function.name": VerlKey(
+    "custom_reward_function.name": KeyMap(
         "reward.functions", "the function in that module", _reward_functions
     ),
-    "custom_reward_function.reward_kwargs.*": VerlKey(
+    "custom_reward_function.reward_kwargs.*": KeyMap(
         "reward.functions", "the reward entry's kwargs", _reward_functions
     ),
-    "reward_model.overlong_buffer.enable": VerlKey("reward.overlong_shaping.enabled"),
-    "reward_model.overlong_buffer.len": VerlKey("reward.overlong_shaping.buffer_tokens"),
-    "reward_model.overlong_buffer.penalty_factor": VerlKey("reward.overlong_shaping.penalty_factor"),
-    "reward_model.reward_kwargs.overlong_buffer_cfg.enable": VerlKey("reward.overlong_shaping.enabled"),
-    "reward_model.reward_kwargs.overlong_buffer_cfg.len": VerlKey("reward.overlong_shaping.buffer_tokens"),
-    "reward_model.reward_kwargs.overlong_buffer_cfg.penalty_factor": VerlKey(
+    "reward_model.overlong_buffer.enable": KeyMap("reward.overlong_shaping.enabled"),
+    "reward_model.overlong_buffer.len": KeyMap("reward.overlong_shaping.buffer_tokens"),
+    "reward_model.overlong_buffer.penalty_factor": KeyMap("reward.overlong_shaping.penalty_factor"),
+    "reward_model.reward_kwargs.overlong_buffer_cfg.enable": KeyMap("reward.overlong_shaping.enabled"),
+    "reward_model.reward_kwargs.overlong_buffer_cfg.len": KeyMap("reward.overlong_shaping.buffer_tokens"),
+    "reward_model.reward_kwargs.overlong_buffer_cfg.penalty_factor": KeyMap(
         "reward.overlong_shaping.penalty_factor"
     ),
-    "reward_model.reward_manager": VerlKey(
+    "reward_model.reward_manager": KeyMap(
         None, "rlrun has one reward path (DAPO's shaping: reward.overlong_shaping)"
     ),
-    "reward_model.enable": VerlKey(None, "rlrun has no model-based reward; name a reward function instead"),
-    "reward_model.*": VerlKey(None, "rlrun has no model-based reward"),
+    "reward_model.enable": KeyMap(None, "rlrun has no model-based reward; name a reward function instead"),
+    "reward_model.*": KeyMap(None, "rlrun has no model-based reward"),
     # --- algorithm --------------------------------------------------------------------------
-    "algorithm.adv_estimator": VerlKey("algorithm.advantage"),
-    "algorithm.norm_adv_by_std_in_grpo": VerlKey("algorithm.norm_adv_by_std_in_grpo"),
-    "algorithm.gamma": VerlKey("algorithm.gamma"),
-    "algorithm.lam": VerlKey("algorithm.lam"),
-    "algorithm.use_kl_in_reward": VerlKey("algorithm.kl_in_reward.enabled"),
-    "algorithm.kl_penalty": VerlKey("algorithm.kl_in_reward.estimator"),
-    "algorithm.kl_ctrl.type": VerlKey("algorithm.kl_in_reward.controller"),
-    "algorithm.kl_ctrl.kl_coef": VerlKey("algorithm.kl_in_reward.coef"),
-    "algorithm.kl_ctrl.target_kl": VerlKey("algorithm.kl_in_reward.target_kl"),
-    "algorithm.kl_ctrl.horizon": VerlKey("algorithm.kl_in_reward.horizon"),
-    "algorithm.filter_groups.enable": VerlKey("algorithm.group_filter.enabled"),
-    "algorithm.filter_groups.metric": VerlKey(
+    "algorithm.adv_estimator": KeyMap("algorithm.advantage"),
+    "algorithm.norm_adv_by_std_in_grpo": KeyMap("algorithm.norm_adv_by_std_in_grpo"),
+    "algorithm.gamma": KeyMap("algorithm.gamma"),
+    "algorithm.lam": KeyMap("algorithm.lam"),
+    "algorithm.use_kl_in_reward": KeyMap("algorithm.kl_in_reward.enabled"),
+    "algorithm.kl_penalty": KeyMap("algorithm.kl_in_reward.estimator"),
+    "algorithm.kl_ctrl.type": KeyMap("algorithm.kl_in_reward.controller"),
+    "algorithm.kl_ctrl.kl_coef": KeyMap("algorithm.kl_in_reward.coef"),
+    "algorithm.kl_ctrl.target_kl": KeyMap("algorithm.kl_in_reward.target_kl"),
+    "algorithm.kl_ctrl.horizon": KeyMap("algorithm.kl_in_reward.horizon"),
+    "algorithm.filter_groups.enable": KeyMap("algorithm.group_filter.enabled"),
+    "algorithm.filter_groups.metric": KeyMap(
         "algorithm.group_filter.metric", "acc = acc; seq_reward, seq_final_reward, score = score", _metric
     ),
-    "algorithm.filter_groups.max_num_gen_batches": VerlKey("algorithm.group_filter.max_num_gen_batches"),
-    "algorithm.rollout_correction.rollout_is": VerlKey(
+    "algorithm.filter_groups.max_num_gen_batches": KeyMap("algorithm.group_filter.max_num_gen_batches"),
+    "algorithm.rollout_correction.rollout_is": KeyMap(
         "rollout.importance_sampling.level", "null = off", lambda v, s: v or "off"
     ),
-    "algorithm.rollout_correction.rollout_is_threshold": VerlKey("rollout.importance_sampling.cap"),
-    "algorithm.*": VerlKey(None, "not implemented in rlrun"),
+    "algorithm.rollout_correction.rollout_is_threshold": KeyMap("rollout.importance_sampling.cap"),
+    "algorithm.*": KeyMap(None, "not implemented in rlrun"),
     # --- trainer ----------------------------------------------------------------------------
-    "trainer.total_training_steps": VerlKey("trainer.total_steps", "", _total_steps),
-    "trainer.total_epochs": VerlKey(
+    "trainer.total_training_steps": KeyMap("trainer.total_steps", "", _total_steps),
+    "trainer.total_epochs": KeyMap(
         "trainer.total_steps",
         "epochs -> steps: epochs x (training rows // data.train_batch_size)",
         _total_steps,
     ),
-    "trainer.test_freq": VerlKey(
+    "trainer.test_freq": KeyMap(
         "trainer.eval.every_steps", "-1 (never) -> 0 (start and end)", _off_when_negative
     ),
-    "trainer.save_freq": VerlKey(
+    "trainer.save_freq": KeyMap(
         "trainer.checkpoint.every_steps", "-1 (never) -> 0 (at the end)", _off_when_negative
     ),
-    "trainer.max_actor_ckpt_to_keep": VerlKey("trainer.checkpoint.keep_last"),
-    "trainer.critic_warmup": VerlKey("critic.warmup_steps"),
-    "trainer.device": VerlKey("trainer.device"),
-    "trainer.project_name": VerlKey("logging.wandb.project"),
-    "trainer.logger": VerlKey(
+    "trainer.max_actor_ckpt_to_keep": KeyMap("trainer.checkpoint.keep_last"),
+    "trainer.critic_warmup": KeyMap("critic.warmup_steps"),
+    "trainer.device": KeyMap("trainer.device"),
+    "trainer.project_name": KeyMap("logging.wandb.project"),
+    "trainer.logger": KeyMap(
         "logging.wandb.enabled", "a logger list -> whether W&B logs", lambda v, s: "wandb" in (v or [])
     ),
-    "trainer.default_local_dir": VerlKey("trainer.output_dir", "rlrun adds <recipe>-<time> under it"),
-    "trainer.n_gpus_per_node": VerlKey(None, "no recipe key: `rlrun train --num-processes N`"),
-    "trainer.nnodes": VerlKey(None, "no recipe key: one `rlrun train --num-processes N` per machine"),
-    "trainer.experiment_name": VerlKey(None, "rlrun names the run directory after the recipe"),
-    "trainer.*": VerlKey(None, _NO_EFFECT),
-    "global_profiler.*": VerlKey(None, "rlrun train --profile"),
-    "ray_init.*": VerlKey(None, "rlrun does not use Ray"),
-    "ray_kwargs.*": VerlKey(None, "rlrun does not use Ray"),
+    "trainer.default_local_dir": KeyMap("trainer.output_dir", "rlrun adds <recipe>-<time> under it"),
+    "trainer.n_gpus_per_node": KeyMap(None, "no recipe key: `rlrun train --num-processes N`"),
+    "trainer.nnodes": KeyMap(None, "no recipe key: one `rlrun train --num-processes N` per machine"),
+    "trainer.experiment_name": KeyMap(None, "rlrun names the run directory after the recipe"),
+    "trainer.*": KeyMap(None, _NO_EFFECT),
+    "global_profiler.*": KeyMap(None, "rlrun train --profile"),
+    "ray_init.*": KeyMap(None, "rlrun does not use Ray"),
+    "ray_kwargs.*": KeyMap(None, "rlrun does not use Ray"),
 }
 
 # verl's defaults that differ from rlrun's: a verl command line that leaves them out means these.
@@ -406,15 +409,6 @@ VERL_DEFAULTS: dict[str, Any] = {
 }
 
 
-def lookup(verl_key: str) -> tuple[str, VerlKey] | None:
-    """The table row for `verl_key` (Hydra's `+`/`++` prefixes ignored): its own, else the
-    nearest `.*` subtree row, as ``(row key, row)``; None when the table has neither."""
-    key = verl_key.lstrip("+")
-    if key in TABLE:
-        return key, TABLE[key]
-    parts = key.split(".")
-    for end in range(len(parts) - 1, 0, -1):
-        pattern = ".".join(parts[:end]) + ".*"
-        if pattern in TABLE:
-            return pattern, TABLE[pattern]
-    return None
+def lookup(verl_key: str) -> tuple[str, KeyMap] | None:
+    """The table row for `verl_key` (see `table.find`)."""
+    return find(TABLE, verl_key)

@@ -1,7 +1,7 @@
 """The recipes shipped with rlrun (package data in `builtin/`, `recipes/` at the repo root).
 
 A recipe's name is its path under `builtin/` without `.yaml`: `dapo`, or `gsm8k/grpo_qwen2.5-0.5b`
-for one in a subfolder (a family of recipes for real models, with the data files they name).
+or `real/grpo_smollm2` for one in a subfolder (a family of recipes for real models, with the data files they name).
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ from rlrun.recipes.keys import KeyPath
 from rlrun.recipes.provenance import Provenance
 from rlrun.registry import Registry
 from rlrun.schema import Recipe
-from rlrun.schema.reward import RewardModel
+from rlrun.schema.reward import RewardFunction, RewardModel
 
 # Which registry each name-valued key is looked up in.
 NAMED_KEYS: dict[KeyPath, str] = {
@@ -54,7 +54,10 @@ def import_plugins(
     plugins = data.get("algorithm", {}).get("plugins", []) if isinstance(data.get("algorithm"), dict) else []
     if not plugins:
         return []
-    from rlrun.rewards.resolve import import_user_module  # imports torch: not at CLI start-up
+    from rlrun.rewards.resolve import (
+        UserModuleError,
+        import_user_module,
+    )  # imports torch: not at CLI start-up
 
     issues = []
     for index, module in enumerate(plugins if isinstance(plugins, list) else []):
@@ -77,7 +80,9 @@ def import_plugins(
             issues.append(
                 provenance.issue(
                     ("algorithm", "plugins", index),
-                    f"the plugin module {module!r} could not be imported: {type(exc).__name__}: {exc}",
+                    str(exc)
+                    if isinstance(exc, UserModuleError)
+                    else f"the plugin module {module!r} could not be imported: {type(exc).__name__}: {exc}",
                     code="plugin-import",
                     fix="check the module name and that its package is installed in this environment",
                 )
@@ -149,6 +154,7 @@ def check_names(recipe: Recipe, provenance: Provenance, *, execute: bool = True)
             continue
         path = ("reward", "functions", index, "fn")
         if function.fn in rewards:
+            yield from _reward_kwargs_issues(index, function, rewards.get(function.fn), provenance)
             continue
         if function.fn.startswith("rlrun:") or ":" not in function.fn:
             yield _unknown(
@@ -173,7 +179,7 @@ def check_names(recipe: Recipe, provenance: Provenance, *, execute: bool = True)
                 )
             continue
         try:
-            resolve_reward_fn(function.fn)
+            fn = resolve_reward_fn(function.fn)
         except Exception as exc:  # noqa: BLE001 (RewardSpecError, or the user's module failing on import)
             problem = str(exc) if isinstance(exc, RewardSpecError) else f"{type(exc).__name__}: {exc}"
             yield provenance.issue(
@@ -185,6 +191,25 @@ def check_names(recipe: Recipe, provenance: Provenance, *, execute: bool = True)
                 fix="check the spelling and that the module is importable from the "
                 "working directory or installed",
             )
+        else:
+            yield from _reward_kwargs_issues(index, function, fn, provenance)
+
+
+def _reward_kwargs_issues(
+    index: int, function: RewardFunction, fn: Any, provenance: Provenance
+) -> Iterator[ConfigIssue]:
+    """A reward entry's `kwargs` must name parameters of its function (rlrun.rewards.styles)."""
+    from rlrun.rewards.styles import unaccepted_kwargs
+
+    unknown = unaccepted_kwargs(fn, function.kwargs)
+    if unknown:
+        yield provenance.issue(
+            ("reward", "functions", index, "kwargs", unknown[0]),
+            f"{function.fn} has no parameter {', '.join(map(repr, unknown))}",
+            code="reward-kwargs",
+            expected="a keyword argument the function takes",
+            fix="remove it, or give the function that parameter",
+        )
 
 
 def _check_reward_model(

@@ -5,15 +5,18 @@ missing). Each rule is one function that yields located issues."""
 from __future__ import annotations
 
 import difflib
+import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from rlrun.components import registries
-from rlrun.embedded import embedded_model_names
+from rlrun.embedded import embedded_model_names, is_gguf_path, missing_requirement
 from rlrun.errors import ConfigIssue, show_value
+from rlrun.recipes.keys import KeyPath
 from rlrun.recipes.provenance import Provenance
 from rlrun.registry import Registry
 from rlrun.schema import Recipe
+from rlrun.schema.data import PROMPT_PLACEHOLDER
 
 Rule = Callable[[Recipe, Provenance], Iterator[ConfigIssue]]
 ERROR_RULES: list[Rule] = []
@@ -228,11 +231,8 @@ def micro_batch_tokens_fit_a_row(recipe: Recipe, provenance: Provenance) -> Iter
 
 @error_rule
 def data_files_exist(recipe: Recipe, provenance: Provenance) -> Iterator[ConfigIssue]:
-    from rlrun.data.sources import (
-        ARITHMETIC,
-        FILE_SUFFIXES,
-        is_split_source,
-    )  # imports torch: not at start-up
+    from rlrun.data import DataError, check_data_file  # imports torch: not at start-up
+    from rlrun.data.sources import ARITHMETIC, FILE_SUFFIXES, is_split_source
 
     for key in ("source", "val_source"):
         source = getattr(recipe.data, key)
@@ -258,11 +258,34 @@ def data_files_exist(recipe: Recipe, provenance: Provenance) -> Iterator[ConfigI
                 found=show_value(source),
                 fix="correct the path",
             )
+        else:
+            try:
+                check_data_file(source, prompt_key=recipe.data.prompt_key, answer_key=recipe.data.answer_key)
+            except DataError as err:
+                at_line = f", line {err.line}" if err.line is not None else ""
+                yield provenance.issue(
+                    path,
+                    f"the data file {source}{at_line}: {err.reason}",
+                    code="data-unusable",
+                    fix="correct the data file, or the data keys of the recipe",
+                )
 
 
 @error_rule
-def embedded_models_exist(recipe: Recipe, provenance: Provenance) -> Iterator[ConfigIssue]:
-    shipped = embedded_model_names()
+def prompt_template_has_placeholder(recipe: Recipe, provenance: Provenance) -> Iterator[ConfigIssue]:
+    if PROMPT_PLACEHOLDER not in recipe.data.prompt_template:
+        yield provenance.issue(
+            ("data", "prompt_template"),
+            f"the prompt template has no `{PROMPT_PLACEHOLDER}`, so every prompt would read the same",
+            code="template-placeholder",
+            expected=f'text containing {PROMPT_PLACEHOLDER}, e.g. "Q: {PROMPT_PLACEHOLDER}\\nA:"',
+            found=show_value(recipe.data.prompt_template),
+            fix=f"write `{PROMPT_PLACEHOLDER}` where the dataset's prompt goes",
+        )
+
+
+def _model_names(recipe: Recipe) -> dict[KeyPath, str]:
+    """Every model a recipe names, by key path (a disabled teacher is not named)."""
     models = {
         ("model", "path"): recipe.model.path,
         ("model", "tokenizer"): recipe.model.tokenizer,
@@ -270,8 +293,14 @@ def embedded_models_exist(recipe: Recipe, provenance: Provenance) -> Iterator[Co
         ("reference", "path"): recipe.reference.path,
         ("distillation", "teacher"): recipe.distillation.teacher if recipe.distillation.enabled else None,
     }
-    for path, name in models.items():
-        if name and name.startswith("rlrun:") and name not in shipped:
+    return {path: name for path, name in models.items() if name}
+
+
+@error_rule
+def embedded_models_exist(recipe: Recipe, provenance: Provenance) -> Iterator[ConfigIssue]:
+    shipped = embedded_model_names()
+    for path, name in _model_names(recipe).items():
+        if name.startswith("rlrun:") and name not in shipped:
             close = difflib.get_close_matches(name, shipped, n=1)
             yield provenance.issue(
                 path,
@@ -279,7 +308,16 @@ def embedded_models_exist(recipe: Recipe, provenance: Provenance) -> Iterator[Co
                 code="unknown-model",
                 expected="one of " + (", ".join(shipped) or "the shipped models (none are installed)"),
                 found=show_value(name),
-                fix="name a shipped model, a local Hugging Face folder or a hub id",
+                fix="name a shipped model, a local Hugging Face folder, a .gguf file or a hub id",
+            )
+        elif is_gguf_path(name) and not Path(name).expanduser().is_file():
+            yield provenance.issue(
+                path,
+                f"the GGUF file does not exist (relative paths start at the working directory, {Path.cwd()})",
+                code="model-missing",
+                expected="an existing .gguf file",
+                found=show_value(name),
+                fix="correct the path, or run rlrun from the folder the path is relative to",
             )
 
 
@@ -443,3 +481,55 @@ def cuda_available(recipe: Recipe, provenance: Provenance) -> Iterator[ConfigIss
             found="trainer.device: cuda",
             fix=f"set `trainer.device: auto` (or cpu), or run on a GPU machine; {PORTABLE_HINT}",
         )
+
+
+@environment_rule
+def model_folders_usable(recipe: Recipe, provenance: Provenance) -> Iterator[ConfigIssue]:
+    """A local model folder exists here and has a readable config.json (a hub id is left to
+    loading)."""
+    for path, name in _model_names(recipe).items():
+        if (
+            not name.startswith("rlrun:")
+            and not is_gguf_path(name)
+            and (problem := _model_folder_problem(name))
+        ):
+            yield provenance.issue(
+                path,
+                problem,
+                code="model-folder",
+                found=show_value(name),
+                fix="name a Hugging Face model folder (config.json, weights, tokenizer), a shipped model "
+                f"or a hub id; {PORTABLE_HINT}",
+            )
+
+
+def _model_folder_problem(name: str) -> str | None:
+    folder = Path(name).expanduser()
+    if not folder.exists():
+        # `org/model` and `gpt2` are hub ids; `./m`, `/abs/m`, `a/b/c` can only be folders.
+        if name.startswith((".", "/", "~")) or name.count("/") > 1 or "\\" in name:
+            return f"the model folder does not exist (relative paths start at the working directory, {Path.cwd()})"
+        return None
+    config = folder / "config.json"
+    if not folder.is_dir():
+        return "a file, not a model folder"
+    if not config.is_file():
+        return "the folder has no config.json: it is not a Hugging Face model folder"
+    try:
+        json.loads(config.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        return f"its config.json cannot be read as JSON ({exc})"
+    return None
+
+
+@environment_rule
+def model_packages_installed(recipe: Recipe, provenance: Provenance) -> Iterator[ConfigIssue]:
+    for path, name in _model_names(recipe).items():
+        if requirement := missing_requirement(name):
+            yield provenance.issue(
+                path,
+                "this machine cannot run the recipe: the model needs packages that are not installed",
+                code="missing-extra",
+                found=show_value(name),
+                fix=f"install them: `{requirement}`; {PORTABLE_HINT}",
+            )

@@ -11,9 +11,10 @@ import yaml
 from pydantic import ValidationError
 
 from rlrun.errors import ConfigIssue, show_value
-from rlrun.recipes.keys import KeyPath, dotted, section_at, unknown_key_hint
+from rlrun.recipes.keys import KeyPath, did_you_mean, dotted, section_at, unknown_key_hint
 from rlrun.recipes.provenance import Provenance
 from rlrun.recipes.yaml_io import parse_value
+from rlrun.schema.base import Section
 
 # How a value is named in "Found ...": `the integer 1`, `the string "8"`, `null`.
 _TYPE_NAMES = {
@@ -83,12 +84,19 @@ def schema_issues(exc: ValidationError, data: dict[str, Any], provenance: Proven
 def _issue(error: Any, path: KeyPath, provenance: Provenance) -> ConfigIssue:
     kind, found, ctx = error["type"], error.get("input"), error.get("ctx") or {}
     if kind == "extra_forbidden":
-        hint = unknown_key_hint(path, found)
+        member = _tagged_member(tuple(error["loc"]))
+        if member is not None:  # an item of a tagged union (a reward entry): its own keys
+            close = difflib.get_close_matches(str(path[-1]), list(member.model_fields), n=1, cutoff=0.6)
+            hint = did_you_mean([dotted((*path[:-1], close[0]))]) if close else None
+        else:
+            hint = unknown_key_hint(path, found)
         return provenance.issue(
             path,
             "unknown key" + (f"; {hint}" if hint else ""),
             code="unknown-key",
-            expected="one of " + _keys_of(path[:-1]) if not hint else None,
+            expected="one of " + (", ".join(member.model_fields) if member else _keys_of(path[:-1]))
+            if not hint
+            else None,
             fix="rename or remove it (`rlrun schema` lists every key)",
         )
     if kind == "literal_error":
@@ -254,6 +262,16 @@ def _found(value: Any) -> str:
     if value is None:
         return "null"
     return f"{_TYPE_NAMES.get(type(value), 'a ' + type(value).__name__)} {_short(value)}"
+
+
+def _tagged_member(loc: KeyPath) -> type[Section] | None:
+    """The union member an error's location names by its tag (the class name), if any."""
+    members = {cls.__name__: cls for cls in _sections(Section)}
+    return next((members[part] for part in reversed(loc) if isinstance(part, str) and part in members), None)
+
+
+def _sections(cls: type[Section]) -> list[type[Section]]:
+    return [sub for direct in cls.__subclasses__() for sub in (direct, *_sections(direct))]
 
 
 def _keys_of(path: KeyPath) -> str:

@@ -29,7 +29,7 @@ def import_user_module(name: str) -> ModuleType:
     except ImportError:
         raise
     except BaseException as err:  # noqa: BLE001 (see the docstring)
-        raise UserModuleError(f"importing {name!r} raised {err!r}") from None
+        raise UserModuleError(f"the module {name!r} raised {err!r} while being imported") from None
 
 
 def resolve_reward_fn(spec: str) -> Callable[..., object]:

@@ -28,8 +28,7 @@ from typing import Any
 import torch
 
 from rlrun.embedded import resolve_model_path
-
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+from rlrun.training.models import DTYPES, dtype_argument
 
 
 def reward_model_name(entry: Mapping[str, Any]) -> str:
@@ -77,8 +76,6 @@ class RewardModelScorer:
 
     def __init__(self, entry: Mapping[str, Any]):
         from transformers import AutoModelForSequenceClassification, AutoTokenizer
-
-        from rlrun.training.models import dtype_argument
 
         path = resolve_model_path(entry["model"])
         remote = bool(entry.get("trust_remote_code", False))

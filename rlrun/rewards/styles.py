@@ -5,13 +5,15 @@ to read it from the function's parameters:
 
 - ``rlrun``: ``fn(prompts, completions, ground_truths, **columns)`` on the whole batch.
 - ``verl``: ``compute_score(data_source, solution_str, ground_truth, extra_info=None)`` once per
-  sample, with the values verl takes from its parquet layout: the ``data_source`` column, the
-  raw ``reward_model.ground_truth`` (a list or number stays one; without that column, the
-  answer column), the ``extra_info`` column (``{}`` where the dataset has none, as in verl). It
-  returns a number or a dict holding ``"score"`` (verl's ``{"score", "acc", "pred"}``).
+  sample, with the values verl takes from its parquet layout: the ``data_source`` column,
+  ``reward_model.ground_truth`` as stored (a list or number stays one; when ``data.answer_key``
+  points inside ``reward_model`` that column is not passed, and the answer text is used), the
+  ``extra_info`` column (``{}`` where the dataset has none, as in verl). It returns a number or
+  a dict holding ``"score"`` (verl's ``{"score", "acc", "pred"}``).
 - ``trl``: ``fn(prompts=..., completions=..., **columns)`` on the whole batch, as TRL's GRPO
   trainer calls it: every dataset column as a keyword list (the answer column under the last
-  part of ``data.answer_key``: ``answer``, or ``ground_truth`` for verl's layout).
+  part of ``data.answer_key``: ``answer`` by default, ``ground_truth`` for
+  ``reward_model.ground_truth``).
   ``completions`` are strings, or ``[{"role": "assistant", "content": ...}]`` when the
   dataset's prompts are chat messages; ``prompts`` are the prompt texts the model saw.
   ``None`` for a sample (TRL's "not applicable") is not accepted: rlrun needs a score.
@@ -76,6 +78,19 @@ def as_batch_reward(
 
     call_rlrun.__signature__ = _without(inspect.signature(fn), fixed)  # keeps column selection exact
     return call_rlrun
+
+
+def unaccepted_kwargs(fn: Callable[..., Any], kwargs: Mapping[str, Any]) -> list[str]:
+    """The names in a reward entry's `kwargs` that `fn` has no parameter for (none if it takes
+    ``**kwargs``; ``**_``, which the built-ins use to ignore dataset columns, takes none)."""
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return []
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD and p.name != "_" for p in params):
+        return []
+    names = {p.name for p in params}
+    return [name for name in kwargs if name not in names]
 
 
 def _verl_caller(fn: Callable[..., Any], fixed: dict[str, Any]) -> Callable[..., Any]:

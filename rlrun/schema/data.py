@@ -8,6 +8,8 @@ from pydantic import Field
 
 from rlrun.schema.base import NonNegativeInt, PositiveInt, Section
 
+PROMPT_PLACEHOLDER = "{prompt}"  # where data.prompt_template puts the dataset's prompt
+
 
 class Arithmetic(Section):
     """The built-in generator: `23+58=` -> `81`."""
@@ -37,6 +39,10 @@ class Data(Section):
     """The record key holding the reference answer (dotted keys reach into nested records)."""
     apply_chat_template: Literal["auto", True, False] = "auto"
     """Wrap each prompt in the tokenizer's chat template: true | false | auto = when the tokenizer has one"""
+    system_prompt: str | None = None
+    """An instruction before every prompt: a chat model's system message (null = none)."""
+    prompt_template: str = PROMPT_PLACEHOLDER
+    """Wraps each dataset prompt; must contain {prompt}, which the dataset's prompt replaces."""
     max_prompt_tokens: PositiveInt = 64
     """Longest prompt in tokens; longer ones are handled by overlong_prompts."""
     overlong_prompts: Literal["drop", "truncate", "error"] = "drop"

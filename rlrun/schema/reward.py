@@ -66,12 +66,14 @@ class RewardModel(Section):
 
 
 def _entry_kind(value: Any) -> str:
+    """The union member an entry is: a `model:` key makes it a reward model. The tags are the
+    class names, so an error's location says which keys the entry may have."""
     is_model = isinstance(value, RewardModel) or (isinstance(value, dict) and "model" in value)
-    return "model-entry" if is_model else "function-entry"
+    return "RewardModel" if is_model else "RewardFunction"
 
 
 RewardEntry = Annotated[
-    Annotated[RewardFunction, Tag("function-entry")] | Annotated[RewardModel, Tag("model-entry")],
+    Annotated[RewardFunction, Tag("RewardFunction")] | Annotated[RewardModel, Tag("RewardModel")],
     Discriminator(_entry_kind),
 ]
 

@@ -49,6 +49,8 @@ def batch_metrics(
     adv = advantages[valid]
     out = {
         "critic/score/mean": token_level_scores.sum(-1).mean(),
+        "critic/score/max": token_level_scores.sum(-1).max(),
+        "critic/score/min": token_level_scores.sum(-1).min(),
         "critic/rewards/mean": token_level_rewards.sum(-1).mean(),
         "critic/advantages/mean": adv.mean(),
         "critic/advantages/max": adv.max(),

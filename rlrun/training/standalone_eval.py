@@ -35,8 +35,12 @@ class EvalTarget:
 
 
 def eval_target(model: str) -> EvalTarget:
-    """Recognise a run checkpoint (it holds `trainer_state.pt`) and find its run's recipe."""
+    """Recognise a run checkpoint (it holds `trainer_state.pt`), or a run directory (its latest
+    checkpoint), and find the run's recipe."""
     path = Path(model)
+    latest = ckpt.latest_checkpoint(path / "checkpoints") if (path / "resolved.yaml").is_file() else None
+    if latest is not None:
+        path, model = latest, str(latest)
     if not (path / ckpt.TRAINER_STATE).is_file():
         return EvalTarget(model, None, None)
     resolved = path.parent.parent / "resolved.yaml"  # RUN_DIR/checkpoints/step_N

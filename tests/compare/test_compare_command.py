@@ -114,10 +114,24 @@ def test_user_errors_exit_2(runs_dir, args, message):
 
 
 def test_the_run_table_shows_the_setup_and_a_changed_setup_warns(make_run, steps, tmp_path):
-    one = {"processes": 1, "machines": 1, "strategy": "none", "device": "cpu", "device_name": "AMD EPYC",
-           "dtype": "float32", "mixed_precision": "no"}
-    many = {**one, "processes": 16, "machines": 2, "strategy": "fsdp2", "device": "cuda", "dtype": "bfloat16",
-            "mixed_precision": "bf16"}
+    one = {
+        "processes": 1,
+        "machines": 1,
+        "strategy": "none",
+        "device": "cpu",
+        "device_name": "AMD EPYC",
+        "dtype": "float32",
+        "mixed_precision": "no",
+    }
+    many = {
+        **one,
+        "processes": 16,
+        "machines": 2,
+        "strategy": "fsdp2",
+        "device": "cuda",
+        "dtype": "bfloat16",
+        "mixed_precision": "bf16",
+    }
     make_run("one", steps(3, {"critic/score/mean": 0.5}), meta={"setup": one})
     make_run("many", steps(3, {"critic/score/mean": 0.5}), meta={"setup": many})
     make_run("old", steps(3, {"critic/score/mean": 0.5}))  # before meta.json recorded it

@@ -71,8 +71,15 @@ def test_values_per_run_and_runs_without_recipes(base_recipe):
     assert check_comparability(["a", "b"], [None, long]) == []
 
 
-SETUP = {"processes": 1, "machines": 1, "strategy": "none", "device": "cpu", "device_name": "AMD EPYC",
-         "dtype": "float32", "mixed_precision": "no"}
+SETUP = {
+    "processes": 1,
+    "machines": 1,
+    "strategy": "none",
+    "device": "cpu",
+    "device_name": "AMD EPYC",
+    "dtype": "float32",
+    "mixed_precision": "no",
+}
 
 
 def test_a_different_compute_setup_warns_with_its_keys(base_recipe):

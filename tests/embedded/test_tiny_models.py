@@ -29,11 +29,19 @@ def _accuracies(path: str, prompts: int = 500) -> tuple[float, float]:
 
 
 def test_names_resolve_to_packaged_directories():
-    assert embedded_model_names() == ["rlrun:tiny-base", "rlrun:tiny-teacher"]
+    assert embedded_model_names() == [
+        "rlrun:smollm2-135m-instruct",
+        "rlrun:tiny-base",
+        "rlrun:tiny-reward",
+        "rlrun:tiny-teacher",
+    ]
     assert resolve_model_path("rlrun:tiny-base") == str(MODELS_DIR / "tiny-base")
     assert resolve_model_path("Qwen/Qwen2.5-0.5B") == "Qwen/Qwen2.5-0.5B"
     assert resolve_model_path("/some/local/dir") == "/some/local/dir"
-    with pytest.raises(UnknownEmbeddedModelError, match="valid: rlrun:tiny-base, rlrun:tiny-teacher"):
+    with pytest.raises(
+        UnknownEmbeddedModelError,
+        match="valid: rlrun:smollm2-135m-instruct, rlrun:tiny-base, rlrun:tiny-reward, rlrun:tiny-teacher",
+    ):
         resolve_model_path("rlrun:tiny-huge")
 
 

@@ -403,3 +403,20 @@ def test_strict_makes_notices_errors():
         load_recipe("grpo", ("actor.entropy_coef=0.01",), strict=True)
     assert [i.code for i in info.value.issues] == ["entropy-with-groups"]
     assert info.value.notices == []  # reported once, as an error
+
+
+def test_a_value_fitting_no_form_of_a_union_is_one_issue(write, errors):
+    write(
+        "r.yaml",
+        "extends: base\nmodel:\n  lora:\n    target_modules: [1]\ndata:\n  apply_chat_template: maybe\n",
+    )
+    assert [i.format() for i in errors("r.yaml")] == [
+        (
+            "r.yaml, line 4, column 5, `model.lora.target_modules`: wrong type. Expected a list of strings or "
+            "`all-linear`. Found the list [1]. Fix: write a list of strings or `all-linear`."
+        ),
+        (
+            "r.yaml, line 6, column 3, `data.apply_chat_template`: not one of the allowed values. Expected "
+            'one of auto, true, false. Found "maybe". Fix: use one of the allowed values.'
+        ),
+    ]

@@ -20,6 +20,8 @@ CASES = [
     ("#### 8 " + "x" * 300, "8", 0.0, 0.0),  # only the last 300 characters are read
     ("3 apples + 4 pears = 7 fruit", "7", 0.0, 1.0),
     ("no digits at all", "3", 0.0, 0.0),
+    ("#### 3.5", "3.5", 1.0, 1.0),
+    ("#### .5", "0.5", 0.0, 0.0),  # ".5" is not "0.5" as a string
 ]
 
 

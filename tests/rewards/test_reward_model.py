@@ -150,6 +150,11 @@ def test_names_and_config_checks():
     assert check_config({"num_labels": 1}, None) is None
 
 
+def one_output(tmp_path: Path) -> Path:
+    path = tmp_path / "one"
+    return path if path.is_dir() else classifier(path, policy_tokenizer())
+
+
 def errors_of(*entries: str) -> list:
     with pytest.raises(RecipeError) as info:
         load_recipe("grpo", [f"reward.functions=[{', '.join(entries)}]"])
@@ -177,7 +182,13 @@ def test_validation_before_any_model_loads(tmp_path):
     assert any(k == "reward.functions.4.model" and "no config.json" in m for k, _, m in found)
     assert ("reward.functions.5.batch_size", "out-of-range") in [(k, c) for k, c, _ in found]
     assert ("reward.functions.5.fn", "unknown-key") in [(k, c) for k, c, _ in found]
-    one = classifier(tmp_path / "one", policy_tokenizer())
+    # an unknown key of a reward-model entry is checked against that entry's keys, not a function's
+    (typo,) = errors_of("{fn: rlrun:exact_match}", f"{{model: {one_output(tmp_path)}, batch_sise: 4}}")
+    assert (
+        typo[0] == "reward.functions.1.batch_sise"
+        and "did you mean `reward.functions.1.batch_size`" in typo[2]
+    )
+    one = one_output(tmp_path)
     recipe = load_recipe(
         "grpo", [f"reward.functions=[{{fn: rlrun:exact_match, weight: 0}}, {{model: {one}}}]"]
     )

@@ -6,6 +6,8 @@ import textwrap
 import pytest
 import torch
 
+from rlrun.errors import RecipeError
+from rlrun.recipes import load_recipe
 from rlrun.rewards import RewardError, RewardFunction, resolve_reward_fn
 from rlrun.rewards.styles import as_batch_reward, detect_style
 
@@ -160,3 +162,14 @@ def test_rlrun_function_with_kwargs(other_stacks):
 def test_an_unknown_style_is_an_error(other_stacks):
     with pytest.raises(ValueError, match="reward style must be one of auto, rlrun, verl, trl"):
         as_batch_reward(resolve_reward_fn("stack_rewards:rlrun_native"), "openrlhf")
+
+
+def test_reward_kwargs_are_checked_before_training(other_stacks):
+    entries = (
+        "[{fn: rlrun:gsm8k, kwargs: {methd: flexible}}, {fn: stack_rewards:verl_float, kwargs: {scale: 2}}]"
+    )
+    with pytest.raises(RecipeError) as info:
+        load_recipe("grpo", [f"reward.functions={entries}"])
+    (issue,) = info.value.issues  # gsm8k's `**_` takes dataset columns, not kwargs; scale exists
+    assert issue.key == "reward.functions.0.kwargs.methd" and issue.code == "reward-kwargs"
+    assert load_recipe("grpo", ["reward.functions=[{fn: rlrun:gsm8k, kwargs: {method: flexible}}]"])

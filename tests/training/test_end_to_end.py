@@ -22,7 +22,8 @@ from rlrun.training.run import RunOptions
 
 pytestmark = pytest.mark.slow
 
-RECIPES = [name for name in builtin_names() if name != "base" and "/" not in name]  # subfolders: real models
+# The algorithm recipes; those in subfolders train real models (tests/embedded/test_gguf.py, the hub).
+RECIPES = [name for name in builtin_names() if name != "base" and "/" not in name]
 # Quantities that depend on the clock, not on the computation.
 CLOCK_KEYS = ("wall_time_s", "timing_s/", "perf/")
 

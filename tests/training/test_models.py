@@ -31,7 +31,3 @@ def test_the_installed_version_gets_its_keyword():
 def test_the_embedded_model_loads_in_the_asked_dtype():
     assert load_causal_lm("rlrun:tiny-base", dtype="bfloat16", trainable=False).dtype == torch.bfloat16
 
-
-def test_a_missing_local_model_folder_is_file_not_found_on_every_version(tmp_path):
-    with pytest.raises(FileNotFoundError, match="no such model folder"):
-        load_causal_lm(str(tmp_path / "missing-dir"))

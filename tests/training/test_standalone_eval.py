@@ -65,15 +65,30 @@ def test_eval_of_a_checkpoint_equals_the_runs_own_validation(tmp_path, extra):
     assert json.loads((tmp_path / "eval.json").read_text()) == report
 
 
-def test_eval_of_a_model_with_a_file_of_prompts_and_a_reward_named_on_the_command_line(tmp_path):
+@pytest.mark.slow
+def test_eval_of_a_model_on_a_file_of_prompts_with_k_samples_and_rewards_named_on_the_command_line(tmp_path):
     data = tmp_path / "sums.jsonl"
     data.write_text(
         "".join(json.dumps({"prompt": f"{a}+{a}=", "answer": str(2 * a)}) + "\n" for a in range(10, 16))
     )
-    report = eval_json("rlrun:tiny-teacher", "--data", str(data), "--reward", "rlrun:math_answer", "-k", "1")
+    # as in the README: `rlrun eval rlrun:tiny-base --data my_prompts.jsonl -k 8 --out eval.json`
+    report = eval_json(
+        "rlrun:tiny-base", "--data", str(data), "-k", "8", "--out", str(tmp_path / "eval.json")
+    )
     metrics = report["metrics"]
-    assert report["num_prompts"] == 6 and report["data"] == str(data)
-    assert metrics["val/accuracy"] == metrics["val/reward/math_answer/mean"]  # greedy, one reward: the same
+    assert (report["num_prompts"], report["k"], report["greedy"], report["data"]) == (6, 8, False, str(data))
+    assert metrics["val/mean@8"] <= metrics["val/maj@8"] <= metrics["val/pass@8"]
+    assert json.loads((tmp_path / "eval.json").read_text()) == report
+    # the README's other rewards: the rule, and the reward model beside it
+    rule, learned = "rlrun:exact_match", "{model: rlrun:tiny-reward, score: probability}"
+    metrics = eval_json("rlrun:tiny-teacher", "--data", str(data), "--reward", rule, "--reward", learned)[
+        "metrics"
+    ]
+    assert metrics["val/accuracy"] == metrics["val/reward/exact_match/mean"]  # greedy: acc is the rule's
+    assert 0 < metrics["val/reward/tiny-reward/mean"] < 1  # a probability
+    assert metrics["val/reward/score/mean"] == pytest.approx(
+        metrics["val/reward/exact_match/mean"] + metrics["val/reward/tiny-reward/mean"]
+    )
     assert 1 <= metrics["val/response_length/mean"] <= metrics["val/response_length/max"] <= 8
 
 
