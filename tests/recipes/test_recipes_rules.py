@@ -227,7 +227,8 @@ def test_a_missing_reader_package_is_a_located_error_naming_the_extra(write, err
     # a recipe for another machine is checked alone
     assert load_recipe("r.yaml", environment=False).recipe.data.val_source == "hf:openai/gsm8k:main"
     with pytest.raises(
-        DataError, match=r"train.parquet: reading parquet needs the `pyarrow` package \(pip install"
+        DataError,
+        match=r"train.parquet.*reading parquet needs the `pyarrow` package \(pip install 'rlrun\[data\]'\)",
     ):
         load_file("train.parquet")
 
