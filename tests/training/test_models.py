@@ -30,4 +30,3 @@ def test_the_installed_version_gets_its_keyword():
 
 def test_the_embedded_model_loads_in_the_asked_dtype():
     assert load_causal_lm("rlrun:tiny-base", dtype="bfloat16", trainable=False).dtype == torch.bfloat16
-
