@@ -29,6 +29,7 @@ from rlrun.recipes import LoadedRecipe, algorithm_summary, batch_plan, load_reci
 
 if TYPE_CHECKING:
     from rlrun.launch import Topology  # imports torch: only the commands that train load it
+    from rlrun.sweep.plan import SweepPlan
 
 app = typer.Typer(
     name="rlrun",
@@ -685,7 +686,7 @@ def sweep_command(
         raise typer.Exit(INTERRUPTED)
 
 
-def _print_sweep_plan(plan: Any, settings: dict[str, Any], concurrent: int) -> None:
+def _print_sweep_plan(plan: SweepPlan, settings: dict[str, Any], concurrent: int) -> None:
     from rlrun.compare.render import format_duration
 
     states = [run.state for run in plan.runs]
