@@ -107,6 +107,7 @@ def test_metric_selection_by_glob(two_runs):
     ("train/skipped_updates", "lower"), ("training/skipped_updates", "lower"),
     ("timing_s/step", "lower"),
     ("actor/entropy", None), ("actor/ppo_kl", None), ("actor/grad_norm", None), ("response_length/mean", None),
+    ("val/response_length/mean", None), ("val/reward/tiny-reward/mean", "higher"),
 ])
 def test_better_direction(metric, direction):
     assert better_direction(metric) == direction
