@@ -108,7 +108,7 @@ def test_a_killed_sweep_resumes_its_unfinished_runs(write_sweep, tmp_path, tiny)
     tiny.update({"trainer.total_steps": 6, "trainer.eval.every_steps": 0})
     path = sweep_file(write_sweep, tmp_path, tiny)
     first = tmp_path / "runs" / "s" / "default" / "seed-0"
-    command = [sys.executable, "-m", "rlrun.launch", "sweep", str(path), "--jobs", "1"]
+    command = [sys.executable, "-m", "rlrun", "sweep", str(path), "--jobs", "1"]
     sweep = subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 240
     while not (first / "checkpoints" / "step_000002").is_dir():
@@ -137,7 +137,7 @@ def test_a_signal_to_the_sweep_stops_its_runs_with_a_checkpoint(write_sweep, tmp
     path = sweep_file(write_sweep, tmp_path, tiny)
     run_dir = tmp_path / "runs" / "s" / "default" / "seed-0"
     sweep = subprocess.Popen(
-        [sys.executable, "-m", "rlrun.launch", "sweep", str(path)],
+        [sys.executable, "-m", "rlrun", "sweep", str(path)],
         cwd=tmp_path,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
