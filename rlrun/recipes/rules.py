@@ -259,7 +259,7 @@ def data_files_exist(recipe: Recipe, provenance: Provenance) -> Iterator[ConfigI
                 found=show_value(source),
                 fix="correct the path",
             )
-        elif missing_reader(source) is None:  # (a missing reader is data_readers_installed's to report)
+        elif missing_reader(source) is None:  # else: data_readers_installed says what to install
             try:
                 check_data_file(source, prompt_key=recipe.data.prompt_key, answer_key=recipe.data.answer_key)
             except DataError as err:

@@ -228,7 +228,7 @@ def test_a_missing_reader_package_is_a_located_error_naming_the_extra(write, err
     assert load_recipe("r.yaml", environment=False).recipe.data.val_source == "hf:openai/gsm8k:main"
     with pytest.raises(
         DataError,
-        match=r"train.parquet, `data.source`: reading parquet needs the `pyarrow` package \(pip install",
+        match=r"train.parquet.*reading parquet needs the `pyarrow` package \(pip install 'rlrun\[data\]'\)",
     ):
         load_file("train.parquet")
 
