@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from rlrun.errors import RecipeError
-from rlrun.training.rundir import MARKER, RunDir, check_run_name, git_state, package_versions
+from rlrun.training.rundir import RunDir, check_run_name, git_state, package_versions
 
 
 def test_new_run_dir_is_created(tmp_path):
@@ -136,7 +136,7 @@ def test_a_directory_made_for_a_run_that_never_started_is_removed(tmp_path):
     run = RunDir.open(tmp_path / "runs" / "a")
     run.release()
     run.discard_if_unused()
-    assert not (tmp_path / "runs" / "a").exists()
+    assert not (tmp_path / "runs").exists()  # nor the runs/ folder it made for it
     kept = RunDir.open(tmp_path / "empty-but-mine", resume=False)
     kept.write_meta({"status": "failed"})
     kept.discard_if_unused()
