@@ -74,6 +74,7 @@ def check_run_name(name: str) -> None:
                     message="a run name is a single folder name inside trainer.output_dir",
                     key="--name",
                     code="run-name",
+                    override=f"--name {name}",
                     found=repr(name),
                     fix="drop the path from --name, or give the whole path with --run-dir",
                 )
