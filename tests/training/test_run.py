@@ -150,3 +150,15 @@ def test_sigterm_stops_a_real_run_cleanly_and_a_second_signal_promptly(tmp_path)
         if name == "once":
             assert saved == [f"step_{meta['final_step']:06d}"]
     assert time.monotonic() - sent < 10
+
+
+def test_a_run_that_fails_while_loading_leaves_no_directory(tmp_path):
+    def broken_model(recipe):
+        raise OSError("model.safetensors: no such file")
+
+    overrides = [f"trainer.output_dir={tmp_path / 'runs'}"]
+    with pytest.raises(OSError):
+        start_run(
+            load_recipe("dapo", overrides), RunOptions(name="x"), print, overrides, make_session=broken_model
+        )
+    assert list(tmp_path.iterdir()) == []
