@@ -198,7 +198,14 @@ def test_resume_relaunches_with_the_topology_and_the_runs_strategy(monkeypatch, 
 
     seen = _record_relaunch(monkeypatch)
     topology = ["--num-processes", "4", "--num-machines", "2", "--machine-rank", "1"]
-    topology += ["--main-process-ip", "10.0.0.1", "--main-process-port", "29600", "--accelerate-config", "a.yaml"]
+    topology += [
+        "--main-process-ip",
+        "10.0.0.1",
+        "--main-process-port",
+        "29600",
+        "--accelerate-config",
+        "a.yaml",
+    ]
     result = runner.invoke(app, [*command, str(run_dir), *topology])
     assert result.exit_code == 0, result.output
     assert seen == {
@@ -269,7 +276,9 @@ def test_a_file_in_the_working_directory_never_shadows_an_installed_package(tmp_
     (tmp_path / "my_rewards.py").write_text("def score(completion, answer, **kwargs):\n    return 1.0\n")
     (tmp_path / "r.yaml").write_text("extends: grpo\nreward:\n  functions: [{fn: 'my_rewards:score'}]\n")
     as_installed = [sys.executable, "-m", "rlrun", "validate", "r.yaml"]  # the console script's main()
-    result = subprocess.run(as_installed, check=False, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        as_installed, check=False, cwd=tmp_path, capture_output=True, text=True, timeout=120
+    )
     assert result.returncode == 0, result.stderr
     assert not (tmp_path / "torch_py_ran").exists()  # the real torch was imported, not ./torch.py
 
@@ -277,7 +286,9 @@ def test_a_file_in_the_working_directory_never_shadows_an_installed_package(tmp_
 def test_validate_no_import_runs_no_user_code_and_still_finds_missing_modules(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(sys, "path", list(sys.path))  # the CLI adds the working directory
-    (tmp_path / "my_rewards.py").write_text("open('imported', 'w').close()\ndef score(**kwargs):\n    return 1.0\n")
+    (tmp_path / "my_rewards.py").write_text(
+        "open('imported', 'w').close()\ndef score(**kwargs):\n    return 1.0\n"
+    )
     (tmp_path / "pkg").mkdir()
     (tmp_path / "pkg" / "__init__.py").write_text("open('imported', 'w').close()\n")
     (tmp_path / "pkg" / "plugin.py").write_text("open('imported', 'w').close()\n")
@@ -286,7 +297,9 @@ def test_validate_no_import_runs_no_user_code_and_still_finds_missing_modules(tm
     result = runner.invoke(app, ["validate", "r.yaml", "--no-import"])
     assert result.exit_code == 0, result.output
     assert not (tmp_path / "imported").exists()
-    (tmp_path / "bad.yaml").write_text(recipe.replace("my_rewards", "my_rewardz").replace("plugin]", "plugn]"))
+    (tmp_path / "bad.yaml").write_text(
+        recipe.replace("my_rewards", "my_rewardz").replace("plugin]", "plugn]")
+    )
     result = runner.invoke(app, ["validate", "bad.yaml", "--no-import", "--json"])
     assert result.exit_code == 2
     assert sorted(e["message"] for e in json.loads(result.stdout)["errors"]) == [

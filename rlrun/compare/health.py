@@ -14,6 +14,7 @@ from typing import Literal
 
 from rlrun.compare.runs import Run
 from rlrun.compare.stats import finite_series
+from rlrun.training.stalls import find_stalls
 
 WINDOW = 5  # values averaged at each end of a trend
 MIN_TREND_POINTS = 4  # fewer values than this make no trend
@@ -41,7 +42,7 @@ class HealthFlag:
 
 def health_flags(run: Run) -> list[HealthFlag]:
     """Every flag `run` raises, in check order."""
-    return [flag for check in CHECKS if (flag := check(run)) is not None]
+    return [flag for check in CHECKS if (flag := check(run)) is not None] + training_stalls(run)
 
 
 def non_finite(run: Run) -> HealthFlag | None:
@@ -138,6 +139,11 @@ def skipped_updates(run: Run) -> HealthFlag | None:
     )
 
 
+def training_stalls(run: Run) -> list[HealthFlag]:
+    """The stalls `rlrun train` warns about (most responses cut, all-zero rewards): why a run did not learn."""
+    return [HealthFlag(stall.check, "warning", stall.message, stall.step) for stall in find_stalls(run.rows)]
+
+
 def _trend(run: Run, metric: str) -> tuple[float, float, int] | None:
     """(mean of the first values, mean of the last values, first step of the last values)."""
     points = finite_series(run, metric)
@@ -149,6 +155,37 @@ def _trend(run: Run, metric: str) -> tuple[float, float, int] | None:
     return early, late, points[-window][0]
 
 
+OVEROPTIMISATION_ACC_DROP = 0.05  # accuracy below its best window by this much (absolute)...
+# ...while the reward stayed at least where it was then: the two have come apart.
+
+
+def reward_up_accuracy_down(run: Run) -> HealthFlag | None:
+    """Over-optimisation: the training reward (`critic/score/mean`, e.g. a learned reward
+    model's score) holds or rises while the accuracy (`reward/acc/mean`, the rule's) falls from
+    its best. When the reward is the accuracy (a rule reward alone) the two cannot part."""
+    score, acc = dict(finite_series(run, "critic/score/mean")), dict(finite_series(run, "reward/acc/mean"))
+    both = [step for step in acc if step in score]
+    if len(both) < 2 * WINDOW:
+        return None
+
+    def window_mean(series: dict[int, float], end: int) -> float:
+        return statistics.fmean(series[step] for step in both[end - WINDOW : end])
+
+    best_end = max(range(WINDOW, len(both) + 1), key=lambda end: window_mean(acc, end))
+    acc_best, acc_late = window_mean(acc, best_end), window_mean(acc, len(both))
+    score_then, score_late = window_mean(score, best_end), window_mean(score, len(both))
+    if acc_best - acc_late < OVEROPTIMISATION_ACC_DROP or score_late < score_then:
+        return None
+    return HealthFlag(
+        "reward-up-accuracy-down",
+        "warning",
+        f"the reward rose from {score_then:.3g} to {score_late:.3g} while accuracy fell from its best "
+        f"{acc_best:.0%} (steps {both[best_end - WINDOW]}-{both[best_end - 1]}) to {acc_late:.0%}: "
+        "the policy is pleasing the reward, not solving the task (over-optimisation)",
+        both[best_end] if best_end < len(both) else both[-1],
+    )
+
+
 CHECKS: tuple[Callable[[Run], HealthFlag | None], ...] = (
     non_finite,
     entropy_collapse,
@@ -156,4 +193,5 @@ CHECKS: tuple[Callable[[Run], HealthFlag | None], ...] = (
     zero_std_groups,
     grad_norm_spikes,
     skipped_updates,
+    reward_up_accuracy_down,
 )

@@ -1,4 +1,4 @@
-"""Reading run directories, robustly: in progress, crashed, resumed, or named by W&B path.
+"""Reading run directories, robustly: in progress, crashed or resumed (W&B runs: `wandb_runs.py`).
 
 The format is the run-directory contract in docs/architecture.md. A run may be read while
 `rlrun train` is still appending to it, or after a crash left half a line behind, so every
@@ -21,7 +21,6 @@ from typing import Any
 
 import yaml
 
-WANDB_PREFIX = "wandb:"
 AXIS_KEYS = ("step", "wall_time_s", "samples")  # per-row coordinates, not metrics
 RUN_FILES = ("meta.json", "metrics.jsonl", "resolved.yaml")
 _NON_FINITE = {
@@ -108,11 +107,7 @@ class Run:
 
 
 def load_run(ref: str, runs_dir: Path | str = "runs") -> Run:
-    """Read a run given as a directory, a run name under `runs_dir`, or `wandb:entity/project/id`."""
-    if ref.startswith(WANDB_PREFIX):
-        from rlrun.compare.wandb_runs import load_wandb_run  # it builds on this module
-
-        return load_wandb_run(ref[len(WANDB_PREFIX) :])
+    """Read a run given as a directory or a run name under `runs_dir`."""
     path = resolve_run_dir(ref, Path(runs_dir))
     notes: list[str] = []
     meta = _read_meta(path / "meta.json", notes)

@@ -12,6 +12,7 @@ import signal
 import socket
 import statistics
 import threading
+from collections import deque
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
@@ -27,18 +28,11 @@ from rlrun.errors import RecipeError
 from rlrun.recipes import LoadedRecipe, algorithm_summary
 from rlrun.training import checkpoint as ckpt
 from rlrun.training.allocator import keep_freed_memory
-from rlrun.training.metrics import (
-    ConsoleSink,
-    JsonlSink,
-    MetricsLogger,
-    SamplesSink,
-    Say,
-    Sink,
-    WandbSink,
-    sample_rows,
-)
-from rlrun.training.rundir import RunDir, check_run_name, git_state, now_iso, package_versions
+from rlrun.training.metrics import sample_rows
+from rlrun.training.rundir import RunDir, check_run_name, git_state, now_iso, package_versions, run_setup
 from rlrun.training.session import Session, locked_changes, on_cpu
+from rlrun.training.sinks import ConsoleSink, JsonlSink, MetricsLogger, SamplesSink, Say, Sink, WandbSink
+from rlrun.training.stalls import STALL_STEPS, find_stalls
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1)  # each asks for a clean stop
 SAMPLES_PER_LOG = 16  # completions written to samples.jsonl / the W&B table each time
@@ -151,10 +145,21 @@ class Run:
             if options.resume:
                 meta["total_steps"] = loaded.recipe.trainer.total_steps  # a resume may extend the run
                 meta.setdefault("resumes", []).append(
-                    {"time": now_iso(), "from_step": session.step, "overrides": overrides}
+                    {
+                        "time": now_iso(),
+                        "from_step": session.step,
+                        "overrides": overrides,
+                        "setup": self._setup(),
+                    }
                 )
             self.dir.write_meta(meta)
         self.logger = MetricsLogger(self.sinks, start_wall=self.start_wall)
+        # The latest steps' metrics: a stall shows as a window of STALL_STEPS stalled steps.
+        self.recent: deque[dict[str, float]] = deque(maxlen=STALL_STEPS)
+        self.stalls_reported: set[str] = set()
+
+    def _setup(self) -> dict[str, Any]:
+        return run_setup(self.session.accelerator, self.recipe.model.dtype)
 
     def _new_meta(self, loaded: LoadedRecipe, overrides: list[str]) -> dict[str, Any]:
         sha, dirty = git_state()
@@ -171,6 +176,7 @@ class Run:
             "total_steps": r.trainer.total_steps,
             "algorithm": algorithm_summary(r),
             "model": r.model.path,
+            "setup": self._setup(),  # of the start; each resume records its own
             "recipe": str(loaded.source_path),
             "overrides": overrides,
             "wandb_run_id": None,
@@ -229,6 +235,11 @@ class Run:
             if note:
                 self.say(note)
             self.step_seconds.append(metrics["timing_s/step"])
+        self.recent.append({"step": step, **metrics})
+        for stall in find_stalls(self.recent):
+            if stall.check not in self.stalls_reported:
+                self.stalls_reported.add(stall.check)
+                self.say(f"Warning: {stall.message}.")
         every = self.recipe.logging.samples_every_steps
         exp = self.session.last_experience
         if every and exp is not None and step % every == 0:

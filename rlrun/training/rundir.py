@@ -270,3 +270,46 @@ def package_versions() -> dict[str, str]:
         except metadata.PackageNotFoundError:
             pass
     return versions
+
+
+def run_setup(accelerator: Any, model_dtype: str) -> dict[str, Any]:
+    """Where and how a run computes, for meta.json's `setup` (`rlrun compare` shows it and warns
+    when runs differ): processes and machines, the data-parallel strategy in effect (Accelerate's,
+    so an `--accelerate-config` file counts; `none` for one process), the device (with the GPU's
+    name), the model's dtype and Accelerate's mixed precision."""
+    processes = accelerator.num_processes
+    distributed = getattr(accelerator.distributed_type, "value", str(accelerator.distributed_type))
+    if processes == 1:
+        strategy = "none"
+    elif distributed == "FSDP":
+        strategy = f"fsdp{getattr(accelerator.state.fsdp_plugin, 'fsdp_version', 1)}"
+    elif distributed == "DEEPSPEED":
+        strategy = f"deepspeed_zero{accelerator.state.deepspeed_plugin.zero_stage}"
+    else:
+        strategy = "ddp"
+    device = accelerator.device
+    # torchrun (under `accelerate launch`) says how many processes share this machine
+    per_machine = int(os.environ.get("LOCAL_WORLD_SIZE", processes))
+    return {
+        "processes": processes,
+        "machines": max(1, processes // per_machine),
+        "strategy": strategy,
+        "device": device.type,
+        "device_name": _device_name(device),
+        "dtype": model_dtype,
+        "mixed_precision": str(accelerator.mixed_precision),
+    }
+
+
+def _device_name(device: Any) -> str:
+    if device.type == "cuda":
+        import torch
+
+        return torch.cuda.get_device_name(device)
+    try:  # Linux names the CPU model here; platform.processor() is often empty
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()

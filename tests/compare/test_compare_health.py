@@ -32,8 +32,12 @@ def test_a_healthy_run_raises_no_flags(make_run, steps):
 
 
 def test_nan_and_inf(make_run, steps):
-    flags = _flags(make_run, steps, actor__grad_norm=lambda s: math.nan if s >= 12 else 1.0,
-                   actor__entropy=lambda s: math.inf if s == 15 else 1.0)
+    flags = _flags(
+        make_run,
+        steps,
+        actor__grad_norm=lambda s: math.nan if s >= 12 else 1.0,
+        actor__entropy=lambda s: math.inf if s == 15 else 1.0,
+    )
     flag = flags["non-finite"]
     assert flag.severity == "error" and flag.step == 12
     assert "actor/entropy (1×)" in flag.message and "actor/grad_norm (9×)" in flag.message
@@ -57,8 +61,12 @@ def test_high_frac_reward_zero_std(make_run, steps):
 
 
 def test_grad_norm_spikes(make_run, steps):
-    flag = _flags(make_run, steps, actor__grad_norm=lambda s: 40.0 if s in (8, 14) else 1.0)["grad-norm-spikes"]
-    assert flag.step == 8 and flag.message.startswith("2 grad-norm spike(s)") and "40× at step 8" in flag.message
+    flag = _flags(make_run, steps, actor__grad_norm=lambda s: 40.0 if s in (8, 14) else 1.0)[
+        "grad-norm-spikes"
+    ]
+    assert (
+        flag.step == 8 and flag.message.startswith("2 grad-norm spike(s)") and "40× at step 8" in flag.message
+    )
 
 
 @pytest.mark.parametrize("name", ["training__skipped_updates", "train__skipped_updates"])
@@ -70,3 +78,36 @@ def test_skipped_updates(make_run, steps, name):
 @pytest.mark.parametrize("n", [1, 3])
 def test_too_few_steps_make_no_trend(make_run, steps, n):
     assert _flags(make_run, steps, n=n, actor__entropy=lambda s: 2.0 * 0.01**s) == {}
+
+
+def test_reward_up_accuracy_down(make_run, steps):
+    # accuracy peaks at 0.6 over steps 6-10, then falls to 0.4; the (learned) reward keeps rising
+    acc = lambda s: 0.6 if 6 <= s <= 10 else (0.3 if s < 6 else 0.4)
+    flags = _flags(make_run, steps, reward__acc__mean=acc, critic__score__mean=lambda s: 0.5 + 0.02 * s)
+    flag = flags["reward-up-accuracy-down"]
+    assert flag.step == 11 and "fell from its best 60% (steps 6-10) to 40%" in flag.message
+    assert "rose from 0.66 to 0.86" in flag.message  # mean of steps 6-10 vs 16-20
+    # the reward follows the accuracy (a rule reward alone): no flag, however the accuracy moves
+    assert "reward-up-accuracy-down" not in _flags(
+        make_run, steps, reward__acc__mean=acc, critic__score__mean=acc
+    )
+
+
+def test_most_responses_cut_at_the_length_limit(make_run, steps):
+    # steps 7 and 9-20 are over half cut; 9, 10, 11 is the first run of 3 in a row
+    flag = _flags(make_run, steps, response_length__clip_ratio=lambda s: 0.9 if s == 7 or s >= 9 else 0.1)[
+        "length-limit"
+    ]
+    assert flag.step == 9 and flag.message.startswith("most responses hit the length limit")
+    assert "`rollout.max_response_tokens`" in flag.message and "`data.prompt_template`" in flag.message
+
+
+def test_all_zero_rewards_for_several_steps(make_run, steps):
+    flags = _flags(
+        make_run, steps, critic__score__max=lambda s: 0.0 if s <= 4 else 1.0, critic__score__min=0.0
+    )
+    assert flags["zero-reward"].step == 1 and "every response scored 0" in flags["zero-reward"].message
+    # two all-zero steps in a row are noise, not a stall
+    assert "zero-reward" not in _flags(
+        make_run, steps, critic__score__max=lambda s: 0.0 if s <= 2 else 1.0, critic__score__min=0.0
+    )

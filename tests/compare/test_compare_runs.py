@@ -12,6 +12,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from rlrun.compare.inputs import load_input
 from rlrun.compare.runs import RunReadError, load_run, read_metrics
 from rlrun.compare.wandb_runs import load_wandb_run
 
@@ -91,7 +92,7 @@ def test_non_finite_values_survive_reading(tmp_path):
 
 def test_a_wandb_path_must_have_three_parts():
     with pytest.raises(RunReadError, match="wandb:entity/project/run_id"):
-        load_run("wandb:project/run")
+        load_input("wandb:project/run")
 
 
 def test_wandb_without_key_or_network_says_so(monkeypatch, tmp_path):
@@ -99,7 +100,7 @@ def test_wandb_without_key_or_network_says_so(monkeypatch, tmp_path):
     monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.netrc
     monkeypatch.setenv("WANDB_CONFIG_DIR", str(tmp_path))
     with pytest.raises(RunReadError, match="network access and an API key"):
-        load_run("wandb:me/rlrun/abc123")
+        load_input("wandb:me/rlrun/abc123")
 
 
 def test_a_wandb_run_maps_onto_the_run_directory_format():

