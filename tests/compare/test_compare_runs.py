@@ -37,8 +37,12 @@ def test_an_unknown_run_name_suggests_close_names(make_run, steps, tmp_path):
 
 
 def test_a_partial_last_line_is_dropped_and_noted(make_run, steps):
-    path = make_run("crashed", steps(4, {"critic/score/mean": 0.5}), status="failed",
-                    tail='{"step": 5, "wall_time_s": 10.0, "critic/sco')
+    path = make_run(
+        "crashed",
+        steps(4, {"critic/score/mean": 0.5}),
+        status="failed",
+        tail='{"step": 5, "wall_time_s": 10.0, "critic/sco',
+    )
     run = load_run(str(path))
     assert [row["step"] for row in run.rows] == [1, 2, 3, 4]
     assert run.status == "failed"
@@ -63,8 +67,14 @@ def test_a_run_that_has_written_nothing_yet(tmp_path):
 
 
 def test_rows_of_one_step_merge_and_a_resume_supersedes_later_rows(tmp_path):
-    lines = [{"step": 1, "a": 1.0}, {"step": 2, "a": 2.0}, {"step": 2, "val/accuracy": 0.5},
-             {"step": 3, "a": 3.0}, {"step": 2, "a": 20.0}, {"step": 3, "a": 30.0}]
+    lines = [
+        {"step": 1, "a": 1.0},
+        {"step": 2, "a": 2.0},
+        {"step": 2, "val/accuracy": 0.5},
+        {"step": 3, "a": 3.0},
+        {"step": 2, "a": 20.0},
+        {"step": 3, "a": 30.0},
+    ]
     path = tmp_path / "metrics.jsonl"
     path.write_text("".join(json.dumps(line) + "\n" for line in lines))
     notes: list[str] = []
@@ -76,7 +86,10 @@ def test_rows_of_one_step_merge_and_a_resume_supersedes_later_rows(tmp_path):
 def test_the_evaluation_before_training_has_trained_on_no_samples(tmp_path):
     path = tmp_path / "metrics.jsonl"
     path.write_text('{"step": 0, "val/accuracy": 0.5}\n{"step": 1, "samples": 16}\n')
-    assert read_metrics(path, []) == [{"step": 0, "val/accuracy": 0.5, "samples": 0}, {"step": 1, "samples": 16}]
+    assert read_metrics(path, []) == [
+        {"step": 0, "val/accuracy": 0.5, "samples": 0},
+        {"step": 1, "samples": 16},
+    ]
 
 
 def test_non_finite_values_survive_reading(tmp_path):
@@ -104,12 +117,22 @@ def test_wandb_without_key_or_network_says_so(monkeypatch, tmp_path):
 
 
 def test_a_wandb_run_maps_onto_the_run_directory_format():
-    history = [{"_step": 1, "_runtime": 3.5, "critic/score/mean": 0.25, "samples": 128, "_timestamp": 1.0},
-               {"_step": 2, "_runtime": 7.0, "critic/score/mean": 0.5, "samples": 256, "val/accuracy": "NaN"}]
+    history = [
+        {"_step": 1, "_runtime": 3.5, "critic/score/mean": 0.25, "samples": 128, "_timestamp": 1.0},
+        {"_step": 2, "_runtime": 7.0, "critic/score/mean": 0.5, "samples": 256, "val/accuracy": "NaN"},
+    ]
     wb_run = SimpleNamespace(
-        name="grpo-wb", id="abc123", state="crashed", commit="feedbeef",
-        config={"trainer": {"seed": 3, "total_steps": 10}, "model": {"path": "rlrun:tiny-base"},
-                "algorithm": {"advantage": "grpo"}, "actor": {"policy_loss": "vanilla"}, "_wandb": {"x": 1}},
+        name="grpo-wb",
+        id="abc123",
+        state="crashed",
+        commit="feedbeef",
+        config={
+            "trainer": {"seed": 3, "total_steps": 10},
+            "model": {"path": "rlrun:tiny-base"},
+            "algorithm": {"advantage": "grpo"},
+            "actor": {"policy_loss": "vanilla"},
+            "_wandb": {"x": 1},
+        },
         scan_history=lambda: iter(history),
     )
     api = SimpleNamespace(run=lambda path: wb_run if path == "me/rlrun/abc123" else None)
