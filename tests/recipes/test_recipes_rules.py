@@ -241,7 +241,7 @@ def test_embedded_model_names_are_checked(write, errors):
         ("unknown-model", "distillation.teacher", 5),
     ]
     assert issues[0].found == '"rlrun:tiny-bse"'
-    assert issues[0].fix == "name a shipped model, a local Hugging Face folder or a hub id"
+    assert issues[0].fix == "name a shipped model, a local Hugging Face folder, a .gguf file or a hub id"
 
 
 @pytest.mark.parametrize(
