@@ -555,9 +555,10 @@ def _resume(
     run_dir: Path, overrides: list[str], topology: Topology, accelerate_config: Path | None, profile: bool
 ) -> None:
     from rlrun.training.run import RunOptions
+    from rlrun.training.rundir import RESOLVED
 
     with user_errors():
-        loaded = load_recipe(run_dir / "resolved.yaml", overrides)
+        loaded = load_recipe(run_dir / RESOLVED, overrides)
     _relaunch_if_multi_process(loaded, topology, accelerate_config)
     _train(loaded, RunOptions(run_dir=run_dir, resume=True, profile=profile), overrides)
 

@@ -6,7 +6,6 @@ Only the main process touches the disk or W&B; every process builds the same `Se
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import socket
@@ -29,7 +28,16 @@ from rlrun.recipes import LoadedRecipe, algorithm_summary
 from rlrun.training import checkpoint as ckpt
 from rlrun.training.allocator import keep_freed_memory
 from rlrun.training.metrics import sample_rows
-from rlrun.training.rundir import RunDir, check_run_name, git_state, now_iso, package_versions, run_setup
+from rlrun.training.rundir import (
+    RESOLVED,
+    RunDir,
+    check_run_name,
+    git_state,
+    now_iso,
+    package_versions,
+    run_setup,
+    wall_time_at,
+)
 from rlrun.training.session import Session, locked_changes, on_cpu
 from rlrun.training.sinks import ConsoleSink, JsonlSink, MetricsLogger, SamplesSink, Say, Sink, WandbSink
 from rlrun.training.stalls import STALL_STEPS, find_stalls
@@ -87,7 +95,7 @@ def slow_step_note(step: int, seconds: float, earlier: list[float]) -> str | Non
 
 def check_resume(run_dir: Path, loaded: LoadedRecipe) -> None:
     """Refuse, before any model loads, a resume that would change the model, tokenizer or data."""
-    resolved = run_dir / "resolved.yaml"
+    resolved = run_dir / RESOLVED
     if resolved.is_file():
         issues = locked_changes(yaml.safe_load(resolved.read_text()), loaded.data)
         if issues:
@@ -122,7 +130,7 @@ class Run:
         if resume_from is not None:
             state = session.load_checkpoint(resume_from)
             wandb_id = state["wandb_run_id"]
-            self.start_wall = _wall_time_at(self.dir.metrics_file, session.step)
+            self.start_wall = wall_time_at(self.dir.metrics_file, session.step)
             say(f"Resuming {path} from {resume_from.name} (step {session.step}).")
         self.sinks: list[Sink] = []
         if self.main:
@@ -296,20 +304,6 @@ class Run:
             self.dir.update_meta(status=status, end_time=now_iso(), final_step=self.session.step)
             self.dir.release()
         self.status = status
-
-
-def _wall_time_at(metrics_file: Path, step: int) -> float:
-    """The run's wall time when `step` was logged (0 if unknown), so a resumed run keeps counting."""
-    wall = 0.0
-    if metrics_file.exists():
-        for line in metrics_file.read_text().splitlines():
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            if record.get("step", -1) <= step:
-                wall = record.get("wall_time_s", wall)
-    return wall
 
 
 def start_run(

@@ -22,6 +22,7 @@ from rlrun.rollout import ROLLOUT_ENGINES
 from rlrun.schema import Recipe
 from rlrun.training import checkpoint as ckpt
 from rlrun.training.models import load_causal_lm, load_tokenizer, with_lora
+from rlrun.training.rundir import CHECKPOINTS, RESOLVED
 from rlrun.training.session import on_cpu
 
 
@@ -38,12 +39,12 @@ def eval_target(model: str) -> EvalTarget:
     """Recognise a run checkpoint (it holds `trainer_state.pt`), or a run directory (its latest
     checkpoint), and find the run's recipe."""
     path = Path(model)
-    latest = ckpt.latest_checkpoint(path / "checkpoints") if (path / "resolved.yaml").is_file() else None
+    latest = ckpt.latest_checkpoint(path / CHECKPOINTS) if (path / RESOLVED).is_file() else None
     if latest is not None:
         path, model = latest, str(latest)
     if not (path / ckpt.TRAINER_STATE).is_file():
         return EvalTarget(model, None, None)
-    resolved = path.parent.parent / "resolved.yaml"  # RUN_DIR/checkpoints/step_N
+    resolved = path.parent.parent / RESOLVED  # RUN_DIR/checkpoints/step_N
     return EvalTarget(model, path, resolved if resolved.is_file() else None)
 
 
