@@ -108,12 +108,25 @@ class Session:
         self.samples_seen = 0  # responses trained on so far
         self.last_experience: Experience | None = None  # for sample logging
         self.warn: Callable[[str], None] = print
+        # In this order: each builder uses what the ones before made, and the seeded RNG is drawn
+        # from in this order (a critic's value head is initialised randomly).
+        self._setup_data()
+        self._setup_models()
+        self._setup_components()
+        self._setup_rollout()
 
+    def _setup_data(self) -> None:
+        """The tokenizer, the train and validation prompts, and the sampler drawing from them."""
+        r = self.recipe
         self.tokenizer = load_tokenizer(r.model.tokenizer or r.model.path, r.model.trust_remote_code)
         self.train_data, val_data = load_prompt_datasets(r.model_dump(mode="json")["data"], self.tokenizer)
         self.val_data: PromptDataset | None = val_data
         self.sampler = PromptSampler(len(self.train_data), shuffle=r.data.shuffle, seed=r.data.seed)
 
+    def _setup_models(self) -> None:
+        """The policy and its optimizer and schedule; the reference, teacher and critic the
+        algorithm needs (and nothing else)."""
+        r = self.recipe
         policy = load_causal_lm(r.model.path, r.model.dtype, r.model.trust_remote_code)
         policy = (with_lora(policy, r.model.lora) if r.model.lora else policy).to(self.device)
         if r.model.gradient_checkpointing:
@@ -140,6 +153,10 @@ class Session:
                 critic, build_optimizer(critic.parameters(), r.critic.optimizer)
             )
 
+    def _setup_components(self) -> None:
+        """The algorithm's registered components (with what they declared they need) and the
+        in-reward KL controller."""
+        r = self.recipe
         self.advantage_fn = ADVANTAGES.get(r.algorithm.advantage)
         self.policy_loss_fn = POLICY_LOSSES.get(r.actor.policy_loss)
         self.advantage_needs = ADVANTAGES.needs(r.algorithm.advantage)
@@ -151,6 +168,10 @@ class Session:
             else FixedKLController(kl.coef)
         )
 
+    def _setup_rollout(self) -> None:
+        """The rollout engine on the policy's weights, the reward functions, and the collector
+        that samples and scores each step's experience."""
+        r = self.recipe
         self.engine = ROLLOUT_ENGINES.get(r.rollout.engine)(
             self.unwrapped_policy,
             self.tokenizer,
