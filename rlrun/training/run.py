@@ -129,7 +129,7 @@ class Run:
         wandb_id = None
         if resume_from is not None:
             state = session.load_checkpoint(resume_from)
-            wandb_id = state["wandb_run_id"]
+            wandb_id = state.wandb_run_id
             self.start_wall = wall_time_at(self.dir.metrics_file, session.step)
             say(f"Resuming {path} from {resume_from.name} (step {session.step}).")
         self.sinks: list[Sink] = []

@@ -11,7 +11,7 @@ import hashlib
 import json
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -86,6 +86,32 @@ def on_cpu(recipe: Recipe) -> bool:
     the same answer: a `PartialState()` followed by `Accelerator(cpu=True)` silently drops the
     distributed setup, and every launched process would then train alone."""
     return recipe.trainer.device == "cpu" or not torch.cuda.is_available()
+
+
+@dataclass
+class TrainState:
+    """What a checkpoint's `trainer_state.pt` holds besides the weights: all a resumed run needs
+    to continue exactly where it stopped. Saved as a plain dict of these fields (tensors and plain
+    values only, so it loads with `torch.load(..., weights_only=True)`, and without rlrun)."""
+
+    step: int  # the last completed training step
+    skipped_updates: int  # updates skipped for a non-finite gradient so far
+    samples_seen: int  # responses trained on so far
+    optimizer: dict[str, Any]
+    scheduler: dict[str, Any]
+    critic_optimizer: dict[str, Any] | None  # None without a critic
+    rng: dict[str, Any]  # Python, numpy and torch generator states (checkpoint.capture_rng_state)
+    data: dict[str, Any]  # the prompt sampler's position
+    kl_controller: dict[str, Any]  # the in-reward KL coefficient, for an adaptive controller
+    wandb_run_id: str | None  # a resumed run continues the same W&B run
+    tokenizer_fingerprint: str  # resuming with another tokenizer is refused
+
+    def to_dict(self) -> dict[str, Any]:
+        return {field.name: getattr(self, field.name) for field in fields(self)}
+
+    @classmethod
+    def from_dict(cls, saved: dict[str, Any]) -> TrainState:
+        return cls(**{field.name: saved[field.name] for field in fields(cls)})
 
 
 def tokenizer_fingerprint(tokenizer: Any) -> str:
@@ -240,20 +266,20 @@ class Session:
 
     # --- checkpointed state ---------------------------------------------------------------
 
-    def state_dict(self, wandb_run_id: str | None) -> dict[str, Any]:
-        return {
-            "step": self.step,
-            "optimizer": self.optimizer.state_dict(),
-            "scheduler": self.scheduler.state_dict(),
-            "critic_optimizer": self.critic_optimizer.state_dict() if self.critic_optimizer else None,
-            "rng": ckpt.capture_rng_state(),
-            "data": self.sampler.state_dict(),
-            "kl_controller": self.kl_ctrl.state_dict(),
-            "skipped_updates": self.skipped_updates,
-            "samples_seen": self.samples_seen,
-            "wandb_run_id": wandb_run_id,
-            "tokenizer_fingerprint": tokenizer_fingerprint(self.tokenizer),
-        }
+    def train_state(self, wandb_run_id: str | None) -> TrainState:
+        return TrainState(
+            step=self.step,
+            skipped_updates=self.skipped_updates,
+            samples_seen=self.samples_seen,
+            optimizer=self.optimizer.state_dict(),
+            scheduler=self.scheduler.state_dict(),
+            critic_optimizer=self.critic_optimizer.state_dict() if self.critic_optimizer else None,
+            rng=ckpt.capture_rng_state(),
+            data=self.sampler.state_dict(),
+            kl_controller=self.kl_ctrl.state_dict(),
+            wandb_run_id=wandb_run_id,
+            tokenizer_fingerprint=tokenizer_fingerprint(self.tokenizer),
+        )
 
     def save_checkpoint(self, root: Path, wandb_run_id: str | None) -> Path | None:
         """Write the checkpoint of the current step (main process only; all processes wait)."""
@@ -266,17 +292,17 @@ class Session:
                 self.step,
                 model=self.unwrapped_policy,
                 tokenizer=self.tokenizer,
-                state=self.state_dict(wandb_run_id),
+                state=self.train_state(wandb_run_id).to_dict(),
                 critic=critic,
                 keep_last=self.recipe.trainer.checkpoint.keep_last,
             )
         self.accelerator.wait_for_everyone()
         return path
 
-    def load_checkpoint(self, path: Path) -> dict[str, Any]:
+    def load_checkpoint(self, path: Path) -> TrainState:
         """Restore weights and state from `path`; returns the trainer state (for the W&B id)."""
-        state = ckpt.load_trainer_state(path)
-        if state["tokenizer_fingerprint"] != tokenizer_fingerprint(self.tokenizer):
+        state = TrainState.from_dict(ckpt.load_trainer_state(path))
+        if state.tokenizer_fingerprint != tokenizer_fingerprint(self.tokenizer):
             raise RecipeError(
                 [
                     ConfigIssue(
@@ -290,16 +316,16 @@ class Session:
         ckpt.load_policy_weights(path, self.unwrapped_policy)
         if self.critic is not None:
             ckpt.load_critic_weights(path, self.accelerator.unwrap_model(self.critic))
-            self.critic_optimizer.load_state_dict(state["critic_optimizer"])
-        self.optimizer.load_state_dict(state["optimizer"])
-        self.scheduler.load_state_dict(state["scheduler"])
-        self.sampler.load_state_dict(state["data"])
-        self.kl_ctrl.load_state_dict(state["kl_controller"])
-        ckpt.restore_rng_state(state["rng"])
+            self.critic_optimizer.load_state_dict(state.critic_optimizer)
+        self.optimizer.load_state_dict(state.optimizer)
+        self.scheduler.load_state_dict(state.scheduler)
+        self.sampler.load_state_dict(state.data)
+        self.kl_ctrl.load_state_dict(state.kl_controller)
+        ckpt.restore_rng_state(state.rng)
         self.step, self.skipped_updates, self.samples_seen = (
-            state["step"],
-            state["skipped_updates"],
-            state["samples_seen"],
+            state.step,
+            state.skipped_updates,
+            state.samples_seen,
         )
         self.engine.sync_weights(self.unwrapped_policy)
         return state
