@@ -27,6 +27,7 @@ from rlrun.errors import RecipeError
 from rlrun.recipes import LoadedRecipe, algorithm_summary
 from rlrun.training import checkpoint as ckpt
 from rlrun.training.allocator import keep_freed_memory
+from rlrun.training.experience import Experience
 from rlrun.training.metrics import sample_rows
 from rlrun.training.rundir import (
     RESOLVED,
@@ -233,7 +234,9 @@ class Run:
         every = self.recipe.trainer.checkpoint.every_steps
         return step == self.recipe.trainer.total_steps or (every > 0 and step % every == 0)
 
-    def log(self, step: int, metrics: dict[str, float]) -> None:
+    def log(self, step: int, metrics: dict[str, float], experience: Experience | None = None) -> None:
+        """Write a step's metrics (and, every `logging.samples_every_steps`, some of the
+        completions of `experience`, the step's rollouts)."""
         if not self.main:
             return
         self.logger.log(step, metrics)
@@ -249,9 +252,8 @@ class Run:
                 self.stalls_reported.add(stall.check)
                 self.say(f"Warning: {stall.message}.")
         every = self.recipe.logging.samples_every_steps
-        exp = self.session.last_experience
-        if every and exp is not None and step % every == 0:
-            self.logger.log_samples(step, sample_rows(exp, self.session.train_data, SAMPLES_PER_LOG))
+        if every and experience is not None and step % every == 0:
+            self.logger.log_samples(step, sample_rows(experience, self.session.train_data, SAMPLES_PER_LOG))
 
     def checkpoint(self) -> None:
         self.session.save_checkpoint(self.dir.checkpoints, self._wandb_id())
@@ -311,7 +313,7 @@ def start_run(
     options: RunOptions,
     say: Say,
     overrides: list[str],
-    make_session: Callable[[Any], Session] = Session,
+    make_session: Callable[..., Session] = Session,
 ) -> Run:
     """Claim the run directory (refusing to reuse one without --resume / --overwrite), then
     build the session and resume it from the latest checkpoint when asked."""
@@ -330,8 +332,7 @@ def start_run(
     try:
         state.wait_for_everyone()
         keep_freed_memory()  # every step re-allocates the same buffers: reuse them, don't re-fault them
-        session = make_session(loaded.recipe)
-        session.warn = say
+        session = make_session(loaded.recipe, warn=say)
         if on_cpu(loaded.recipe):
             parameters = sum(p.numel() for p in session.unwrapped_policy.parameters())
             threads = cpu_threads_for(parameters, os.environ)

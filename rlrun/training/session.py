@@ -30,7 +30,7 @@ from rlrun.rewards import RewardFunction
 from rlrun.rollout import ROLLOUT_ENGINES, SamplingParams
 from rlrun.schema import Recipe
 from rlrun.training import checkpoint as ckpt
-from rlrun.training.experience import Experience, ExperienceCollector
+from rlrun.training.experience import ExperienceCollector
 from rlrun.training.models import ValueModel, load_causal_lm, load_tokenizer, with_lora
 from rlrun.training.optim import build_optimizer, build_scheduler
 
@@ -122,7 +122,9 @@ def tokenizer_fingerprint(tokenizer: Any) -> str:
 class Session:
     """The built run. `step` is the last completed training step (0 before the first)."""
 
-    def __init__(self, recipe: Recipe, *, accelerator: Accelerator | None = None):
+    def __init__(
+        self, recipe: Recipe, *, accelerator: Accelerator | None = None, warn: Callable[[str], None] = print
+    ):
         self.recipe = r = recipe
         hf_logging.disable_progress_bar()  # loading bars would drown the run's own progress bar
         self.accelerator = accelerator or Accelerator(cpu=on_cpu(r), step_scheduler_with_optimizer=False)
@@ -132,8 +134,7 @@ class Session:
         self.step = 0  # last completed training step
         self.skipped_updates = 0
         self.samples_seen = 0  # responses trained on so far
-        self.last_experience: Experience | None = None  # for sample logging
-        self.warn: Callable[[str], None] = print
+        self.warn = warn  # a console note (a skipped update) that does not stop the run
         # In this order: each builder uses what the ones before made, and the seeded RNG is drawn
         # from in this order (a critic's value head is initialised randomly).
         self._setup_data()
