@@ -39,7 +39,7 @@ from rlrun.training.rundir import (
     run_setup,
     wall_time_at,
 )
-from rlrun.training.session import Session, locked_changes, on_cpu
+from rlrun.training.session import Session, TrainState, locked_changes, on_cpu
 from rlrun.training.sinks import ConsoleSink, JsonlSink, MetricsLogger, SamplesSink, Say, Sink, WandbSink
 from rlrun.training.stalls import STALL_STEPS, find_stalls
 
@@ -114,6 +114,7 @@ class Run:
         say: Say,
         overrides: list[str],
         directory: RunDir | None = None,  # the claimed (locked) directory, on the main process
+        resumed: TrainState | None = None,  # the checkpoint's state the session was resumed from
     ):
         self.recipe, self.session, self.say = loaded.recipe, session, say
         self.main = session.accelerator.is_main_process
@@ -123,23 +124,17 @@ class Run:
         self.start_wall = 0.0
         self.stop_requested = False
         self.step_seconds: list[float] = []  # this invocation's step times, for the slow-step note
-        resume_from = None
-        if options.resume:
-            ckpt.remove_partial_checkpoints(self.dir.checkpoints)
-            resume_from = ckpt.latest_intact_checkpoint(self.dir.checkpoints, warn=say)
         wandb_id = None
-        if resume_from is not None:
-            state = session.load_checkpoint(resume_from)
-            wandb_id = state.wandb_run_id
+        if resumed is not None:
+            wandb_id = resumed.wandb_run_id
             self.start_wall = wall_time_at(self.dir.metrics_file, session.step)
-            say(f"Resuming {path} from {resume_from.name} (step {session.step}).")
         self.sinks: list[Sink] = []
         if self.main:
             meta = self.dir.read_meta() if options.resume else self._new_meta(loaded, overrides)
             if not options.resume:
                 self.dir.write_recipe(loaded.source_path.read_text(), loaded.data, overrides)
             # On resume the logs are cut back to the checkpoint (all of them when there was none).
-            resume_step = (session.step if resume_from is not None else -1) if options.resume else None
+            resume_step = (session.step if resumed is not None else -1) if options.resume else None
             self.sinks = self._sinks(loaded, wandb_id, resume_step=resume_step)
             meta.update(
                 status="running",
@@ -308,6 +303,18 @@ class Run:
         self.status = status
 
 
+def resume_session(session: Session, run_dir: RunDir, say: Say) -> TrainState | None:
+    """Restore `session` from the run's latest intact checkpoint (partial ones are removed first);
+    None when there is none, and the run starts from the beginning."""
+    ckpt.remove_partial_checkpoints(run_dir.checkpoints)
+    latest = ckpt.latest_intact_checkpoint(run_dir.checkpoints, warn=say)
+    if latest is None:
+        return None
+    resumed = session.load_checkpoint(latest)
+    say(f"Resuming {run_dir.path} from {latest.name} (step {session.step}).")
+    return resumed
+
+
 def start_run(
     loaded: LoadedRecipe,
     options: RunOptions,
@@ -338,7 +345,8 @@ def start_run(
             threads = cpu_threads_for(parameters, os.environ)
             if threads is not None:
                 torch.set_num_threads(threads)
-        return Run(loaded, options, session, say, overrides, directory)
+        resumed = resume_session(session, directory or RunDir(path), say) if options.resume else None
+        return Run(loaded, options, session, say, overrides, directory, resumed)
     except BaseException:
         if directory is not None:  # a run that never started leaves no directory behind
             directory.release()
