@@ -49,7 +49,7 @@ class _Term:
     accepts: frozenset[str] | None  # extra field names it takes; None = all (**kwargs)
 
 
-class RewardFunction:
+class RewardCombiner:
     """Callable over a batch: ``(prompts, completions, ground_truths, **extra) -> RewardOutput``."""
 
     def __init__(

@@ -16,7 +16,7 @@ import torch
 
 from rlrun.algorithms.reward_shaping import group_filter, overlong_penalty
 from rlrun.data import PromptDataset, PromptSampler
-from rlrun.rewards import RewardFunction, RewardOutput
+from rlrun.rewards import RewardCombiner, RewardOutput
 from rlrun.rollout import FINISH_LENGTH, RolloutEngine, SamplingParams
 from rlrun.schema.algorithm import GroupFilter
 from rlrun.schema.reward import OverlongShaping
@@ -61,7 +61,7 @@ class ExperienceCollector:
         tokenizer: Any,
         dataset: PromptDataset,
         sampler: PromptSampler,
-        reward_fn: RewardFunction,
+        reward_fn: RewardCombiner,
         sampling: SamplingParams,
         overlong: OverlongShaping,
         group_filter: GroupFilter,

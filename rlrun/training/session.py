@@ -26,7 +26,7 @@ from rlrun.algorithms.registries import ADVANTAGES, POLICY_LOSSES
 from rlrun.data import PromptDataset, PromptSampler, load_prompt_datasets
 from rlrun.errors import ConfigIssue, RecipeError
 from rlrun.evaluation import evaluate_recipe
-from rlrun.rewards import RewardFunction
+from rlrun.rewards import RewardCombiner
 from rlrun.rollout import ROLLOUT_ENGINES, SamplingParams
 from rlrun.schema import Recipe
 from rlrun.training import checkpoint as ckpt
@@ -146,7 +146,7 @@ class Session:
         """The tokenizer, the train and validation prompts, and the sampler drawing from them."""
         r = self.recipe
         self.tokenizer = load_tokenizer(r.model.tokenizer or r.model.path, r.model.trust_remote_code)
-        self.train_data, val_data = load_prompt_datasets(r.model_dump(mode="json")["data"], self.tokenizer)
+        self.train_data, val_data = load_prompt_datasets(r.data, self.tokenizer)
         self.val_data: PromptDataset | None = val_data
         self.sampler = PromptSampler(len(self.train_data), shuffle=r.data.shuffle, seed=r.data.seed)
 
@@ -205,7 +205,7 @@ class Session:
             max_batch_samples=r.rollout.max_batch_samples,
             **({"vllm": r.rollout.vllm.model_dump()} if r.rollout.engine == "vllm" else {}),
         )
-        self.reward_fn = RewardFunction(
+        self.reward_fn = RewardCombiner(
             [f.model_dump() for f in r.reward.functions],
             answer_key=r.data.answer_key,
             chat=self.train_data.chat,

@@ -17,7 +17,7 @@ from transformers.utils import logging as hf_logging
 from rlrun.data import load_prompt_datasets
 from rlrun.errors import ConfigIssue, RecipeError
 from rlrun.evaluation import EvalResult, evaluate_recipe
-from rlrun.rewards import RewardFunction
+from rlrun.rewards import RewardCombiner
 from rlrun.rollout import ROLLOUT_ENGINES
 from rlrun.schema import Recipe
 from rlrun.training import checkpoint as ckpt
@@ -55,7 +55,7 @@ def evaluate_target(target: EvalTarget, recipe: Recipe) -> tuple[EvalResult, str
         str(target.checkpoint) if target.checkpoint else recipe.model.tokenizer or target.model,
         recipe.model.trust_remote_code,
     )
-    _, val_data = load_prompt_datasets(recipe.model_dump(mode="json")["data"], tokenizer)
+    _, val_data = load_prompt_datasets(recipe.data, tokenizer)
     if val_data is None:
         raise RecipeError(
             [
@@ -67,7 +67,7 @@ def evaluate_target(target: EvalTarget, recipe: Recipe) -> tuple[EvalResult, str
                 )
             ]
         )
-    reward = RewardFunction([f.model_dump() for f in recipe.reward.functions])
+    reward = RewardCombiner([f.model_dump() for f in recipe.reward.functions])
     device = Accelerator(cpu=on_cpu(recipe)).device
     model = _load_policy(target, recipe).to(device)
     engine = ROLLOUT_ENGINES.get(recipe.rollout.engine)(

@@ -14,7 +14,7 @@ from transformers import AutoTokenizer, PreTrainedTokenizerFast, Qwen2Config, Qw
 from rlrun.embedded import resolve_model_path
 from rlrun.errors import RecipeError
 from rlrun.recipes import load_recipe
-from rlrun.rewards import RewardFunction
+from rlrun.rewards import RewardCombiner
 from rlrun.rewards.reward_model import RewardModelScorer, check_config, reward_model_name
 
 PROMPTS = ["23+58=", "7+5=", "99+99=", "10+0="]
@@ -129,7 +129,7 @@ def test_label_probability_and_fixed_normalisation(tmp_path):
 def test_a_reward_model_combines_with_rule_rewards_by_weight(tmp_path):
     path = classifier(tmp_path / "judge", policy_tokenizer())
     rm = RewardModelScorer({"model": str(path)})(PROMPTS, COMPLETIONS, TRUTHS)
-    reward = RewardFunction([{"fn": "rlrun:exact_match", "weight": 0.0}, {"model": str(path), "weight": 2.0}])
+    reward = RewardCombiner([{"fn": "rlrun:exact_match", "weight": 0.0}, {"model": str(path), "weight": 2.0}])
     out = reward(PROMPTS, COMPLETIONS, TRUTHS, data_source=["x"] * 4)
     assert reward.names == ["exact_match", "judge"]
     assert out.scores.tolist() == pytest.approx([2 * s for s in rm], abs=1e-5)
