@@ -22,6 +22,7 @@ from rlrun.data.dataset import PromptDataset
 from rlrun.rewards import RewardCombiner
 from rlrun.rewards.answers import extract_answer, normalize_answer
 from rlrun.rollout.base import RolloutEngine, SamplingParams
+from rlrun.schema.reward import RewardFunction
 
 if TYPE_CHECKING:
     from rlrun.schema import Recipe
@@ -86,7 +87,7 @@ def evaluate(
     def repeat(column: list[Any]) -> list[Any]:  # one entry per response row (prompt-major)
         return [value for value in column for _ in range(k)]
 
-    reward = reward or RewardCombiner([{"fn": "rlrun:exact_match"}])
+    reward = reward or RewardCombiner([RewardFunction(fn="rlrun:exact_match")])
     scored = reward(
         repeat(data.prompts),
         completions,

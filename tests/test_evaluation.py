@@ -9,6 +9,7 @@ from rlrun.evaluation import evaluate
 from rlrun.rewards import RewardCombiner
 from rlrun.rollout import ROLLOUT_ENGINES
 from rlrun.schema.data import Data
+from rlrun.schema.reward import RewardFunction
 
 
 @pytest.fixture(scope="module")
@@ -59,7 +60,9 @@ def test_sampled_evaluation_is_reproducible_under_a_seed(setup):
 
 def test_a_custom_reward_decides_correctness(setup):
     engine, tok, val = setup
-    always_wrong = RewardCombiner([{"fn": "rlrun:exact_match", "weight": -1.0}, {"fn": "rlrun:math_answer"}])
+    always_wrong = RewardCombiner(
+        [RewardFunction(fn="rlrun:exact_match", weight=-1.0), RewardFunction(fn="rlrun:math_answer")]
+    )
     # acc follows the first function: exact_match > 0, whatever the weights
     custom, plain = (
         evaluate(engine, tok, val, limit=50, reward=always_wrong),

@@ -206,7 +206,7 @@ class Session:
             **({"vllm": r.rollout.vllm.model_dump()} if r.rollout.engine == "vllm" else {}),
         )
         self.reward_fn = RewardCombiner(
-            [f.model_dump() for f in r.reward.functions],
+            r.reward.functions,
             answer_key=r.data.answer_key,
             chat=self.train_data.chat,
         )

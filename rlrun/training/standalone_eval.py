@@ -67,7 +67,7 @@ def evaluate_target(target: EvalTarget, recipe: Recipe) -> tuple[EvalResult, str
                 )
             ]
         )
-    reward = RewardCombiner([f.model_dump() for f in recipe.reward.functions])
+    reward = RewardCombiner(recipe.reward.functions)
     device = Accelerator(cpu=on_cpu(recipe)).device
     model = _load_policy(target, recipe).to(device)
     engine = ROLLOUT_ENGINES.get(recipe.rollout.engine)(
