@@ -203,7 +203,7 @@ class Session:
             self.unwrapped_policy,
             self.tokenizer,
             max_batch_samples=r.rollout.max_batch_samples,
-            **({"vllm": r.rollout.vllm.model_dump()} if r.rollout.engine == "vllm" else {}),
+            **({"vllm": r.rollout.vllm} if r.rollout.engine == "vllm" else {}),
         )
         self.reward_fn = RewardCombiner(
             r.reward.functions,

@@ -74,7 +74,7 @@ def evaluate_target(target: EvalTarget, recipe: Recipe) -> tuple[EvalResult, str
         model,
         tokenizer,
         max_batch_samples=recipe.rollout.max_batch_samples,
-        **({"vllm": recipe.rollout.vllm.model_dump()} if recipe.rollout.engine == "vllm" else {}),
+        **({"vllm": recipe.rollout.vllm} if recipe.rollout.engine == "vllm" else {}),
     )
     return evaluate_recipe(engine, tokenizer, val_data, recipe, reward), _val_data_name(recipe)
 
