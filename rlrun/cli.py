@@ -30,6 +30,7 @@ from rlrun.recipes import LoadedRecipe, algorithm_summary, batch_plan, load_reci
 if TYPE_CHECKING:
     from rlrun.convert.recipe import Conversion
     from rlrun.launch import Topology  # imports torch: only the commands that train load it
+    from rlrun.training.run import RunOptions
 
 app = typer.Typer(
     name="rlrun",
@@ -625,7 +626,7 @@ def export(
     console.print(f"[green]✓[/] exported: {exported}")
 
 
-def _train(loaded: LoadedRecipe, options: Any, overrides: list[str]) -> None:
+def _train(loaded: LoadedRecipe, options: RunOptions, overrides: list[str]) -> None:
     from rlrun.training.loop import train as run_training
 
     try:
