@@ -35,7 +35,14 @@ class _TickingClock:
 
 def _fake_session(recipe, warn):
     return SimpleNamespace(
-        accelerator=SimpleNamespace(is_main_process=True, process_index=0),
+        accelerator=SimpleNamespace(
+            is_main_process=True,
+            process_index=0,
+            num_processes=1,
+            distributed_type="NO",
+            device=torch.device("cpu"),
+            mixed_precision="no",
+        ),
         step=0,
         unwrapped_policy=torch.nn.Linear(2, 2),
     )
