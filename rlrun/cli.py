@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from rlrun.convert.recipe import Conversion
     from rlrun.launch import Topology  # imports torch: only the commands that train load it
     from rlrun.sweep.plan import SweepPlan
+    from rlrun.training.run import RunOptions
 
 app = typer.Typer(
     name="rlrun",
@@ -556,9 +557,10 @@ def _resume(
     run_dir: Path, overrides: list[str], topology: Topology, accelerate_config: Path | None, profile: bool
 ) -> None:
     from rlrun.training.run import RunOptions
+    from rlrun.training.rundir import RESOLVED
 
     with user_errors():
-        loaded = load_recipe(run_dir / "resolved.yaml", overrides)
+        loaded = load_recipe(run_dir / RESOLVED, overrides)
     _relaunch_if_multi_process(loaded, topology, accelerate_config)
     _train(loaded, RunOptions(run_dir=run_dir, resume=True, profile=profile), overrides)
 
@@ -625,7 +627,7 @@ def export(
     console.print(f"[green]✓[/] exported: {exported}")
 
 
-def _train(loaded: LoadedRecipe, options: Any, overrides: list[str]) -> None:
+def _train(loaded: LoadedRecipe, options: RunOptions, overrides: list[str]) -> None:
     from rlrun.training.loop import train as run_training
 
     try:

@@ -33,7 +33,7 @@ class _TickingClock:
         return datetime(2026, 11, 30, 9, 49, 6, tzinfo=timezone.utc) + timedelta(seconds=next(cls.ticks))
 
 
-def _fake_session(recipe):
+def _fake_session(recipe, warn):
     return SimpleNamespace(
         accelerator=SimpleNamespace(
             is_main_process=True,
@@ -44,7 +44,6 @@ def _fake_session(recipe):
             mixed_precision="no",
         ),
         step=0,
-        last_experience=None,
         unwrapped_policy=torch.nn.Linear(2, 2),
     )
 
