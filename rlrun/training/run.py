@@ -24,6 +24,7 @@ import torch
 import yaml
 from accelerate import PartialState
 
+from rlrun import interrupt
 from rlrun.errors import RecipeError
 from rlrun.recipes import LoadedRecipe, algorithm_summary
 from rlrun.training import checkpoint as ckpt
@@ -337,6 +338,8 @@ def start_run(
         state.wait_for_everyone()
         keep_freed_memory()  # every step re-allocates the same buffers: reuse them, don't re-fault them
         session = make_session(loaded.recipe)
+        if interrupt.requested():  # Ctrl-C while loading, its KeyboardInterrupt lost in a library
+            raise KeyboardInterrupt
         session.warn = say
         if on_cpu(loaded.recipe):
             parameters = sum(p.numel() for p in session.unwrapped_policy.parameters())
