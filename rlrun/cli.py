@@ -24,6 +24,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from rlrun import interrupt
 from rlrun.errors import ConfigIssue, RecipeError
 from rlrun.recipes import LoadedRecipe, algorithm_summary, batch_plan, load_recipe
 
@@ -636,11 +637,12 @@ def _train(loaded: LoadedRecipe, options: RunOptions, overrides: list[str]) -> N
     except typer.Exit:
         raise
     except KeyboardInterrupt:  # before the run started (a started run handles Ctrl-C itself)
-        err_console.print("Interrupted before the run started; no run directory was left behind.")
         raise typer.Exit(INTERRUPTED) from None
     except Exception as exc:  # a failed run: its directory says so; show the reason, not a traceback
         if os.environ.get("RLRUN_TRACEBACK"):
             raise
+        if interrupt.requested():  # Ctrl-C while loading, turned into another error by a library
+            raise typer.Exit(INTERRUPTED) from None
         err_console.print(f"[red]Training failed:[/] {type(exc).__name__}: {exc}")
         raise typer.Exit(RUN_FAILED) from None
     if run.status == "interrupted":

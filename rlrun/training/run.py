@@ -23,6 +23,7 @@ import torch
 import yaml
 from accelerate import PartialState
 
+from rlrun import interrupt
 from rlrun.errors import RecipeError
 from rlrun.recipes import LoadedRecipe, algorithm_summary
 from rlrun.training import checkpoint as ckpt
@@ -340,6 +341,8 @@ def start_run(
         state.wait_for_everyone()
         keep_freed_memory()  # every step re-allocates the same buffers: reuse them, don't re-fault them
         session = make_session(loaded.recipe, warn=say)
+        if interrupt.requested():  # Ctrl-C while loading, its KeyboardInterrupt lost in a library
+            raise KeyboardInterrupt
         if on_cpu(loaded.recipe):
             parameters = sum(p.numel() for p in session.unwrapped_policy.parameters())
             threads = cpu_threads_for(parameters, os.environ)
