@@ -88,8 +88,10 @@ def arithmetic_splits(n_val: int) -> tuple[list[dict[str, str]], list[dict[str, 
 
     task = ArithmeticTask(digits=2, operators=("+",), seed=1234)
     keep = ("prompt", "answer")
-    return ([{k: r[k] for k in keep} for r in task.train(20_000)],
-            [{k: r[k] for k in keep} for r in task.validation(n_val)])
+    return (
+        [{k: r[k] for k in keep} for r in task.train(20_000)],
+        [{k: r[k] for k in keep} for r in task.validation(n_val)],
+    )
 
 
 def exact_match_reward() -> Callable[[list[str], list[str], list[str]], list[float]]:
@@ -103,15 +105,23 @@ def load_tokenizer(model_dir: str) -> PreTrainedTokenizerBase:
 
 
 @torch.no_grad()
-def greedy_accuracy(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, val: list[dict[str, str]]) -> float:
+def greedy_accuracy(
+    model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, val: list[dict[str, str]]
+) -> float:
     """Exact-match accuracy of greedy answers (at most 8 new tokens, stopping at EOS), one batch."""
     was_training = model.training
     model.eval()
     prompts = [r["prompt"] for r in val]
     batch = tokenizer(prompts, return_tensors="pt", padding=True).to(model.device)
-    out = model.generate(**batch, do_sample=False, max_new_tokens=8, min_new_tokens=0,
-                         eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id)
-    completions = tokenizer.batch_decode(out[:, batch["input_ids"].shape[1]:], skip_special_tokens=True)
+    out = model.generate(
+        **batch,
+        do_sample=False,
+        max_new_tokens=8,
+        min_new_tokens=0,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    completions = tokenizer.batch_decode(out[:, batch["input_ids"].shape[1] :], skip_special_tokens=True)
     model.train(was_training)
     scores = exact_match_reward()(prompts, completions, [r["answer"] for r in val])
     return sum(scores) / len(scores)
@@ -139,8 +149,13 @@ def run_trl(spec: Spec) -> Result:
     tokens_per_step: list[int] = []
     score = exact_match_reward()
 
-    def reward(prompts: list[str], completions: list[str], completion_ids: list[list[int]], answer: list[str],
-               **_: object) -> list[float]:
+    def reward(
+        prompts: list[str],
+        completions: list[str],
+        completion_ids: list[list[int]],
+        answer: list[str],
+        **_: object,
+    ) -> list[float]:
         tokens_per_step.append(sum(map(len, completion_ids)))
         return score(prompts, completions, answer)
 
@@ -269,8 +284,14 @@ def build_scaled_model(tiny_dir: str, out_dir: Path, seed: int) -> int:
     tiny = AutoConfig.from_pretrained(tiny_dir)
     heads = 8
     kv_ratio = tiny.num_attention_heads // tiny.num_key_value_heads
-    scaled = {"hidden_size": 512, "intermediate_size": 2048, "num_hidden_layers": 8, "num_attention_heads": heads,
-              "num_key_value_heads": heads // kv_ratio, "head_dim": 512 // heads}
+    scaled = {
+        "hidden_size": 512,
+        "intermediate_size": 2048,
+        "num_hidden_layers": 8,
+        "num_attention_heads": heads,
+        "num_key_value_heads": heads // kv_ratio,
+        "head_dim": 512 // heads,
+    }
     # Per-layer lists (layer_types) are derived again for the new depth.
     config = type(tiny).from_dict({k: v for k, v in tiny.to_dict().items() if k != "layer_types"} | scaled)
     torch.manual_seed(seed)
@@ -287,7 +308,9 @@ def run_side(spec: Spec) -> Result:
     work.mkdir(parents=True, exist_ok=True)
     (work / "spec.json").write_text(json.dumps(asdict(spec)))
     # Both sides inherit this environment as is, OpenMP's wait policy included (benchmarks/README.md).
-    subprocess.run([sys.executable, __file__, "--worker", str(work / "spec.json")], check=True, stdout=sys.stderr)
+    subprocess.run(
+        [sys.executable, __file__, "--worker", str(work / "spec.json")], check=True, stdout=sys.stderr
+    )
     data = json.loads((work / "result.json").read_text())
     return Result(spec=Spec(**data.pop("spec")), **data)
 
@@ -304,9 +327,21 @@ def row(cells: list[str]) -> str:
 
 def report(results: list[Result], acc_before: dict[str, float]) -> str:
     """The Markdown table: each side, then the rlrun / TRL ratios, per (workload, KL)."""
-    lines = [row(["workload", "KL", "side", "median step (s)", "completion tok/s", "peak RSS (MiB)",
-                  "val acc before", "val acc after"]),
-             row(["---"] * 3 + ["---:"] * 5)]
+    lines = [
+        row(
+            [
+                "workload",
+                "KL",
+                "side",
+                "median step (s)",
+                "completion tok/s",
+                "peak RSS (MiB)",
+                "val acc before",
+                "val acc after",
+            ]
+        ),
+        row(["---"] * 3 + ["---:"] * 5),
+    ]
     pairs: dict[tuple[str, float], dict[str, Result]] = {}
     for r in results:
         pairs.setdefault((r.spec.workload, r.spec.beta), {})[r.spec.side] = r
@@ -314,13 +349,36 @@ def report(results: list[Result], acc_before: dict[str, float]) -> str:
         kl = f"beta {beta:g}" if beta else "off"
         for side in ("trl", "rlrun"):
             if r := sides.get(side):
-                lines.append(row([workload, kl, side, f"{r.median_step_s:.3f}", f"{r.tokens_per_s:,.0f}",
-                                  f"{r.peak_rss_mib:,.0f}", f"{acc_before[workload]:.1%}", f"{r.acc_after:.1%}"]))
+                lines.append(
+                    row(
+                        [
+                            workload,
+                            kl,
+                            side,
+                            f"{r.median_step_s:.3f}",
+                            f"{r.tokens_per_s:,.0f}",
+                            f"{r.peak_rss_mib:,.0f}",
+                            f"{acc_before[workload]:.1%}",
+                            f"{r.acc_after:.1%}",
+                        ]
+                    )
+                )
         if len(sides) == 2:
             t, o = sides["trl"], sides["rlrun"]
-            lines.append(row([workload, kl, "**rlrun / TRL**", f"{o.median_step_s / t.median_step_s:.2f}x",
-                              f"**{o.tokens_per_s / t.tokens_per_s:.2f}x**", f"{o.peak_rss_mib / t.peak_rss_mib:.2f}x",
-                              "", f"{(o.acc_after - t.acc_after) * 100:+.1f} pts"]))
+            lines.append(
+                row(
+                    [
+                        workload,
+                        kl,
+                        "**rlrun / TRL**",
+                        f"{o.median_step_s / t.median_step_s:.2f}x",
+                        f"**{o.tokens_per_s / t.tokens_per_s:.2f}x**",
+                        f"{o.peak_rss_mib / t.peak_rss_mib:.2f}x",
+                        "",
+                        f"{(o.acc_after - t.acc_after) * 100:+.1f} pts",
+                    ]
+                )
+            )
     return "\n".join(lines)
 
 
@@ -333,13 +391,18 @@ def environment() -> str:
     import rlrun
 
     def git(*args: str) -> str:
-        return subprocess.run(["git", *args], capture_output=True, text=True, check=False,
-                              cwd=Path(__file__).parent).stdout.strip()
+        return subprocess.run(
+            ["git", *args], capture_output=True, text=True, check=False, cwd=Path(__file__).parent
+        ).stdout.strip()
 
-    sha = git("rev-parse", "--short", "HEAD") + (" + uncommitted changes" if git("status", "--porcelain", "--", ":/rlrun") else "")
-    return (f"rlrun {rlrun.__version__} ({sha}), trl {trl.__version__}, transformers {transformers.__version__}, "
-            f"torch {torch.__version__}, python {platform.python_version()}, {torch.get_num_threads()} threads, "
-            f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY', '(default)')}, {platform.processor() or platform.machine()}")
+    sha = git("rev-parse", "--short", "HEAD") + (
+        " + uncommitted changes" if git("status", "--porcelain", "--", ":/rlrun") else ""
+    )
+    return (
+        f"rlrun {rlrun.__version__} ({sha}), trl {trl.__version__}, transformers {transformers.__version__}, "
+        f"torch {torch.__version__}, python {platform.python_version()}, {torch.get_num_threads()} threads, "
+        f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY', '(default)')}, {platform.processor() or platform.machine()}"
+    )
 
 
 def main() -> None:
@@ -347,7 +410,9 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=300, help="GRPO steps on the tiny workload")
     parser.add_argument("--steps-30m", type=int, default=5, help="GRPO steps on the ~30M workload")
     parser.add_argument("--workloads", default="tiny,30m", help="comma-separated subset of tiny,30m")
-    parser.add_argument("--kl", default="off,on", help="comma-separated subset of off,on (on = beta 0.04, k3)")
+    parser.add_argument(
+        "--kl", default="off,on", help="comma-separated subset of off,on (on = beta 0.04, k3)"
+    )
     parser.add_argument("--sides", default="trl,rlrun", help="comma-separated subset of trl,rlrun")
     parser.add_argument("--lr", type=float, help="both sides' learning rate (default: the grpo recipe's)")
     parser.add_argument("--seed", type=int, default=0)
@@ -383,22 +448,37 @@ def main() -> None:
         for name in args.workloads.split(","):
             # The same weights and greedy code on both sides: one "before" figure per workload.
             model_dir = workloads[name][0]
-            acc_before[name] = greedy_accuracy(AutoModelForCausalLM.from_pretrained(model_dir),
-                                               load_tokenizer(model_dir), val)
+            acc_before[name] = greedy_accuracy(
+                AutoModelForCausalLM.from_pretrained(model_dir), load_tokenizer(model_dir), val
+            )
         runs = [(w, k) for w in args.workloads.split(",") for k in args.kl.split(",")]
         for i, (name, kl) in enumerate(runs):
             model_dir, max_new, fixed, steps = workloads[name]
             order = ("trl", "rlrun") if i % 2 == 0 else ("rlrun", "trl")  # ABBA against drift
             for side in (s for s in order if s in args.sides.split(",")):
-                spec = Spec(side, name, model_dir, betas[kl], steps, max_new, fixed, lr, args.seed,
-                            args.val_prompts, str(Path(tmp) / f"{name}-{kl}-{side}"))
+                spec = Spec(
+                    side,
+                    name,
+                    model_dir,
+                    betas[kl],
+                    steps,
+                    max_new,
+                    fixed,
+                    lr,
+                    args.seed,
+                    args.val_prompts,
+                    str(Path(tmp) / f"{name}-{kl}-{side}"),
+                )
                 started = time.perf_counter()
                 r = run_side(spec)
                 results.append(r)
-                print(f"{name:>5} KL {kl:<3} {side:<5}: {steps} steps, median {r.median_step_s:.3f} s/step, "
-                      f"{r.tokens_per_s:,.0f} tok/s, peak RSS {r.peak_rss_mib:,.0f} MiB, "
-                      f"acc {acc_before[name]:.1%} -> {r.acc_after:.1%}  "
-                      f"({time.perf_counter() - started:.0f} s wall)", flush=True)
+                print(
+                    f"{name:>5} KL {kl:<3} {side:<5}: {steps} steps, median {r.median_step_s:.3f} s/step, "
+                    f"{r.tokens_per_s:,.0f} tok/s, peak RSS {r.peak_rss_mib:,.0f} MiB, "
+                    f"acc {acc_before[name]:.1%} -> {r.acc_after:.1%}  "
+                    f"({time.perf_counter() - started:.0f} s wall)",
+                    flush=True,
+                )
     print("\n" + report(results, acc_before), flush=True)
 
 

@@ -28,6 +28,7 @@ from rlrun.errors import ConfigIssue, RecipeError
 from rlrun.recipes import LoadedRecipe, algorithm_summary, batch_plan, load_recipe
 
 if TYPE_CHECKING:
+    from rlrun.convert.recipe import Conversion
     from rlrun.launch import Topology  # imports torch: only the commands that train load it
 
 app = typer.Typer(
@@ -67,10 +68,11 @@ def main() -> None:
     Start from a built-in recipe (`rlrun recipes copy grpo my.yaml`), check it with
     `rlrun validate my.yaml`, then train with `rlrun train my.yaml`.
     """
-    # Like `python -m`, make the working directory importable, so a recipe can name
-    # `my_rewards:score` or a plugin module that sits beside it.
+    # Make the working directory importable, so a recipe can name `my_rewards:score` or a plugin
+    # module that sits there — last on the path, so a file there named like an installed package
+    # (`torch.py`) is never run in its place.
     if os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())
+        sys.path.append(os.getcwd())
 
 
 @contextmanager
@@ -96,7 +98,9 @@ def _print_issues(issues: list[ConfigIssue], label: str, colour: str) -> None:
         count = f"{len(issues)} {label}" + ("s" if len(issues) > 1 else "")
         body = "\n\n".join(issue.format() for issue in issues)
         # Text, not markup: messages quote user values and pip extras such as rlrun[vllm]
-        err_console.print(Panel(Text(body), title=count, title_align="left", border_style=colour, expand=False))
+        err_console.print(
+            Panel(Text(body), title=count, title_align="left", border_style=colour, expand=False)
+        )
 
 
 def _dicts(issues: list[ConfigIssue]) -> list[dict[str, Any]]:
@@ -122,15 +126,27 @@ def validate(
             "for a recipe meant for another machine.",
         ),
     ] = False,
+    no_import: Annotated[
+        bool,
+        typer.Option(
+            "--no-import",
+            help="Run no code of yours: only check that the reward and plugin modules can be found, "
+            "without importing them (names of components registered by plugins are then not checked).",
+        ),
+    ] = False,
 ) -> None:
     """Check a recipe without loading any model: every error at once, located by file, line and key.
 
     Prints what the recipe will run (algorithm, model, data), how each step's batch is split,
     and notices about settings that are legal but probably not meant. Exit code 0 when the
-    recipe is valid, 2 when it is not.
+    recipe is valid, 2 when it is not. The reward modules (`pkg.module:function`) and
+    `algorithm.plugins` the recipe names are imported, so their top-level code runs; `--no-import`
+    only looks them up.
     """
     with user_errors(as_json):
-        loaded = load_recipe(recipe, overrides or [], strict=strict, environment=not portable)
+        loaded = load_recipe(
+            recipe, overrides or [], strict=strict, environment=not portable, import_modules=not no_import
+        )
     if as_json:
         print(json.dumps(_validation_json(loaded), indent=2))
         return
@@ -162,7 +178,7 @@ def _summary_table(loaded: LoadedRecipe) -> Table:
         "model", f"{recipe.model.path} ({recipe.model.dtype}" + (", LoRA)" if recipe.model.lora else ")")
     )
     table.add_row("data", recipe.data.source)
-    rewards = ", ".join(f"{f.fn} × {f.weight:g}" for f in recipe.reward.functions)
+    rewards = ", ".join(f"{f.shown} × {f.weight:g}" for f in recipe.reward.functions)
     table.add_row("reward", rewards)
     table.add_row(
         "steps", f"{recipe.trainer.total_steps} on {recipe.trainer.device} (seed {recipe.trainer.seed})"
@@ -183,11 +199,11 @@ def _batch_plan_table(loaded: LoadedRecipe) -> Table:
     table.add_row(
         "mini-batches", str(plan.mini_batches), f"{plan.mini_batch_samples} samples, one optimizer step"
     )
-    table.add_row(
-        "micro-batches",
-        f"{plan.micro_batches_per_mini_batch} per mini-batch",
-        f"{plan.micro_batch_samples} samples, one forward/backward",
-    )
+    if plan.micro_batch_tokens is None:
+        micro = (f"{plan.micro_batches_per_mini_batch} per mini-batch", f"{plan.micro_batch_samples} samples")
+    else:
+        micro = ("by length", f"≤ {plan.micro_batch_tokens} padded tokens")
+    table.add_row("micro-batches", micro[0], f"{micro[1]}, one forward/backward")
     table.add_row("optimizer steps", str(plan.optimizer_steps), f"per rollout ({plan.ppo_epochs} epoch(s))")
     return table
 
@@ -203,7 +219,8 @@ def show(
         bool, typer.Option("--provenance", help="Mark each value: default, base recipe, file or override.")
     ] = False,
 ) -> None:
-    """Print the fully resolved recipe (after `extends` and overrides) as YAML."""
+    """Print the fully resolved recipe (after `extends` and overrides) as YAML. Like `validate`, it
+    imports the reward and plugin modules the recipe names (their top-level code runs)."""
     from rlrun.recipes.render import to_yaml
 
     with user_errors():
@@ -252,7 +269,8 @@ def recipes_copy(
         Path, typer.Argument(help="The file to write, or a folder to put NAME.yaml in.", show_default=False)
     ],
 ) -> None:
-    """Copy a built-in recipe to edit. Never overwrites an existing file."""
+    """Copy a built-in recipe to edit. Never overwrites an existing file. A recipe from a subfolder
+    (`gsm8k/grpo_qwen2.5-0.5b`) brings the data files beside it, which its relative paths name."""
     from rlrun.recipes import builtin_names, copy_builtin
 
     try:
@@ -270,6 +288,114 @@ def recipes_copy(
         )
         raise typer.Exit(USER_ERROR) from None
     console.print(f"Wrote {target}. Check it with `rlrun validate {target}`.", soft_wrap=True)
+
+
+# --- convert ------------------------------------------------------------------------------
+
+convert_app = typer.Typer(help="Recipes from other stacks' configurations.", no_args_is_help=True)
+app.add_typer(convert_app, name="convert")
+OutputOption = Annotated[
+    Path | None,
+    typer.Option(
+        "-o",
+        "--output",
+        help="The recipe file to write (never overwritten); without it, the recipe is printed.",
+    ),
+]
+
+
+@convert_app.command("verl", context_settings={"ignore_unknown_options": True})
+def convert_verl(
+    source: Annotated[
+        list[str],
+        typer.Argument(
+            help="A verl command line (`python3 -m verl.trainer.main_ppo key=value ...`, or only the "
+            "key=value items), a shell script (.sh) that runs one, or a verl config (.yaml).",
+            show_default=False,
+        ),
+    ],
+    output: OutputOption = None,
+) -> None:
+    """Turn a verl run into an rlrun recipe, with a report of what mapped, what changed unit (verl's
+    ppo_mini_batch_size counts prompts, rlrun's actor.mini_batch_samples samples) and what has no
+    equivalent. The recipe is then checked as `rlrun validate --portable` does; exit code 2 when
+    the input cannot be read or the recipe does not validate.
+    """
+    from rlrun.convert.recipe import ConvertError
+    from rlrun.convert.verl import convert, read_source
+
+    try:
+        settings, notes, name = read_source(source)
+    except ConvertError as exc:
+        err_console.print(Text(f"error: {exc}", style="red"), soft_wrap=True)
+        raise typer.Exit(USER_ERROR) from None
+    conversion = convert(settings, name)
+    conversion.notes += notes
+    _write_conversion(conversion, output)
+
+
+@convert_app.command("trl")
+def convert_trl(
+    config: Annotated[
+        Path,
+        typer.Argument(help="A TRL GRPOConfig YAML (as `trl grpo --config` reads it).", show_default=False),
+    ],
+    num_processes: Annotated[
+        int,
+        typer.Option(
+            "--num-processes", min=1, help="The processes TRL trained on: its batch sizes are per device."
+        ),
+    ] = 1,
+    output: OutputOption = None,
+) -> None:
+    """Turn a TRL GRPOConfig into an rlrun recipe, with a report of what mapped, what changed unit
+    (TRL's per_device_train_batch_size counts samples per device, rlrun's actor.micro_batch_samples
+    samples over all processes) and what has no equivalent; then checked as `rlrun validate
+    --portable` does (exit code 2 when it does not validate).
+    """
+    from rlrun.convert.recipe import ConvertError
+    from rlrun.convert.trl import convert, read_config
+
+    try:
+        settings, notes = read_config(config)
+    except ConvertError as exc:
+        err_console.print(Text(f"error: {exc}", style="red"), soft_wrap=True)
+        raise typer.Exit(USER_ERROR) from None
+    conversion = convert(settings, str(config), num_processes)
+    conversion.notes += notes
+    _write_conversion(conversion, output)
+
+
+def _write_conversion(conversion: Conversion, output: Path | None) -> None:
+    """Print the report; write the recipe to `output` (never over a file) or print it; validate it."""
+    import tempfile
+
+    text = conversion.to_yaml()
+    err_console.print(Text(conversion.report()), soft_wrap=True)
+    if output is not None:
+        try:
+            output.parent.mkdir(parents=True, exist_ok=True)
+            with output.open("x", encoding="utf-8") as file:
+                file.write(text)
+        except FileExistsError:
+            err_console.print(
+                Text(
+                    f"{output} already exists; rlrun does not overwrite it. Pick another name.", style="red"
+                ),
+                soft_wrap=True,
+            )
+            raise typer.Exit(USER_ERROR) from None
+    else:
+        print(text, end="")
+    with tempfile.TemporaryDirectory() as scratch:
+        checked = output
+        if checked is None:  # printed: check a copy
+            checked = Path(scratch) / "converted.yaml"
+            checked.write_text(text, encoding="utf-8")
+        with user_errors():
+            load_recipe(checked, environment=False)
+    where = f"wrote {output}" if output else "the recipe above"
+    console.print(f"[green]✓[/] {where}: a valid recipe (`rlrun validate --portable`).", soft_wrap=True)
 
 
 # --- components ---------------------------------------------------------------------------
@@ -300,37 +426,83 @@ RUN_FAILED, INTERRUPTED = 1, 130
 
 # Scale-out options, shared by `train` and `resume`: both relaunch through `accelerate launch`.
 SCALE_OUT = "Scale-out"
-NumProcessesOpt = Annotated[int, typer.Option("--num-processes", help="Training processes in total (all "
-                                              "machines): > 1 re-launches through `accelerate launch` with "
-                                              "`trainer.strategy`.", rich_help_panel=SCALE_OUT)]
-NumMachinesOpt = Annotated[int, typer.Option("--num-machines", rich_help_panel=SCALE_OUT)]
-MachineRankOpt = Annotated[int, typer.Option("--machine-rank", help="This machine's rank (0 = the main one).",
-                                             rich_help_panel=SCALE_OUT)]
-MainProcessIpOpt = Annotated[str | None, typer.Option("--main-process-ip", help="Address of machine 0.",
-                                                      rich_help_panel=SCALE_OUT)]
-MainProcessPortOpt = Annotated[int | None, typer.Option("--main-process-port", rich_help_panel=SCALE_OUT)]
-AccelerateConfigOpt = Annotated[Path | None, typer.Option("--accelerate-config", help="An `accelerate config` "
-                                                          "file that owns the distributed setup.",
-                                                          rich_help_panel=SCALE_OUT)]
+NumProcessesOpt = Annotated[
+    int,
+    typer.Option(
+        "--num-processes",
+        min=1,
+        help="Training processes in total (all "
+        "machines): > 1 re-launches through `accelerate launch` with "
+        "`trainer.strategy`.",
+        rich_help_panel=SCALE_OUT,
+    ),
+]
+NumMachinesOpt = Annotated[int, typer.Option("--num-machines", min=1, rich_help_panel=SCALE_OUT)]
+MachineRankOpt = Annotated[
+    int,
+    typer.Option(
+        "--machine-rank", min=0, help="This machine's rank (0 = the main one).", rich_help_panel=SCALE_OUT
+    ),
+]
+MainProcessIpOpt = Annotated[
+    str | None, typer.Option("--main-process-ip", help="Address of machine 0.", rich_help_panel=SCALE_OUT)
+]
+MainProcessPortOpt = Annotated[
+    int | None, typer.Option("--main-process-port", min=1, max=65535, rich_help_panel=SCALE_OUT)
+]
+AccelerateConfigOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--accelerate-config",
+        help="An `accelerate config` file that owns the distributed setup.",
+        rich_help_panel=SCALE_OUT,
+    ),
+]
 
 
-ProfileOpt = Annotated[bool, typer.Option("--profile", help="Record steps 2-4 (of this invocation) with "
-                                          "torch.profiler into `<run>/profile/`: trace.json (open in Perfetto or "
-                                          "chrome://tracing) and ops.txt (operators by self time).")]
+ProfileOpt = Annotated[
+    bool,
+    typer.Option(
+        "--profile",
+        help="Record steps 2-4 (of this invocation) with "
+        "torch.profiler into `<run>/profile/`: trace.json (open in Perfetto or "
+        "chrome://tracing) and ops.txt (operators by self time).",
+    ),
+]
 
 
 @app.command()
 def train(
     recipe: RecipeArg,
     overrides: OverridesArg = None,
-    name: Annotated[str | None, typer.Option("--name", help="Run name: the run directory is "
-                                             "`<trainer.output_dir>/<name>` (default: recipe name + UTC time).")] = None,
+    name: Annotated[
+        str | None,
+        typer.Option(
+            "--name",
+            help="Run name: the run directory is "
+            "`<trainer.output_dir>/<name>` (default: recipe name + UTC time).",
+        ),
+    ] = None,
     run_dir: Annotated[Path | None, typer.Option("--run-dir", help="Write the run here instead.")] = None,
-    resume: Annotated[bool, typer.Option("--resume", help="Continue the run in the run directory from its "
-                                         "latest checkpoint (`rlrun train --resume runs/x` resumes runs/x).")] = False,
-    overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace an existing run directory.")] = False,
-    dry_run: Annotated[bool, typer.Option("--dry-run", help="Validate, load the models, run one rollout and "
-                                          "one update on a tiny batch; report time and memory; write nothing.")] = False,
+    resume: Annotated[
+        bool,
+        typer.Option(
+            "--resume",
+            help="Continue the run in the run directory from its "
+            "latest checkpoint (`rlrun train --resume runs/x` resumes runs/x).",
+        ),
+    ] = False,
+    overwrite: Annotated[
+        bool, typer.Option("--overwrite", help="Replace an existing run directory.")
+    ] = False,
+    dry_run: Annotated[
+        bool,
+        typer.Option(
+            "--dry-run",
+            help="Validate, load the models, run one rollout and "
+            "one update on a tiny batch; report time and memory; write nothing.",
+        ),
+    ] = False,
     profile: ProfileOpt = False,
     num_processes: NumProcessesOpt = 1,
     num_machines: NumMachinesOpt = 1,
@@ -412,18 +584,44 @@ def _relaunch_if_multi_process(
 
 @app.command("export")
 def export(
-    checkpoint: Annotated[Path, typer.Argument(help="A checkpoint, e.g. `runs/x/checkpoints/step_000300`.",
-                                               show_default=False)],
+    checkpoint: Annotated[
+        Path, typer.Argument(help="A checkpoint, e.g. `runs/x/checkpoints/step_000300`.", show_default=False)
+    ],
     out: Annotated[Path, typer.Argument(help="Directory for the exported model.", show_default=False)],
+    overwrite: Annotated[
+        bool,
+        typer.Option(
+            "--overwrite",
+            help="Write into OUT even if it already holds files (files of the same name are replaced).",
+        ),
+    ] = False,
 ) -> None:
     """Write a checkpoint's policy as a plain Hugging Face model with its tokenizer; a LoRA
-    checkpoint's adapters are merged into the base weights."""
-    from rlrun.training.checkpoint import export_merged
+    checkpoint's adapters are merged into the base weights. Refuses an OUT that already holds
+    files unless `--overwrite`, and a checkpoint whose files differ from their checksums."""
+    from rlrun.training.checkpoint import check_checkpoint, export_merged
 
     if not checkpoint.is_dir():
         err_console.print(f"[red]error:[/] no checkpoint at {checkpoint}")
         raise typer.Exit(USER_ERROR)
-    console.print(f"[green]✓[/] exported: {export_merged(checkpoint, out)}")
+    if out.exists() and (not out.is_dir() or any(out.iterdir())) and not overwrite:
+        err_console.print(
+            f"[red]error:[/] {out} already exists and is not empty; rlrun does not overwrite it. "
+            "Pick another directory, or pass --overwrite.",
+            soft_wrap=True,
+        )
+        raise typer.Exit(USER_ERROR)
+    with user_errors():
+        check_checkpoint(checkpoint)
+    try:
+        exported = export_merged(checkpoint, out)
+    except Exception as exc:  # noqa: BLE001 - any unreadable checkpoint: name it, no traceback
+        err_console.print(
+            f"[red]error:[/] cannot read the checkpoint {checkpoint}: {type(exc).__name__}: {exc}",
+            soft_wrap=True,
+        )
+        raise typer.Exit(USER_ERROR) from None
+    console.print(f"[green]✓[/] exported: {exported}")
 
 
 def _train(loaded: LoadedRecipe, options: Any, overrides: list[str]) -> None:
@@ -434,6 +632,9 @@ def _train(loaded: LoadedRecipe, options: Any, overrides: list[str]) -> None:
             run = run_training(loaded, options, say=lambda text: err_console.print(text), overrides=overrides)
     except typer.Exit:
         raise
+    except KeyboardInterrupt:  # before the run started (a started run handles Ctrl-C itself)
+        err_console.print("Interrupted before the run started; no run directory was left behind.")
+        raise typer.Exit(INTERRUPTED) from None
     except Exception as exc:  # a failed run: its directory says so; show the reason, not a traceback
         if os.environ.get("RLRUN_TRACEBACK"):
             raise
@@ -448,7 +649,8 @@ def _train(loaded: LoadedRecipe, options: Any, overrides: list[str]) -> None:
 def _dry_run(loaded: LoadedRecipe) -> None:
     from rlrun.training.dryrun import dry_run
 
-    report = dry_run(loaded.recipe)
+    with user_errors():  # a model or data file that cannot be loaded is a recipe error here too
+        report = dry_run(loaded.recipe)
     table = Table(title="dry run (nothing written)", title_justify="left", show_header=False, box=None)
     table.add_row("models loaded in", f"{report['load_s']:.2f} s")
     for phase, seconds in report["timing_s"].items():
@@ -458,6 +660,142 @@ def _dry_run(loaded: LoadedRecipe) -> None:
         if key in report:
             table.add_row(key.replace("_mb", "").replace("_", " "), f"{report[key]:.0f} MiB")
     console.print(table)
+
+
+# --- eval ---------------------------------------------------------------------------------
+
+
+@app.command("eval")
+def eval_command(
+    model: Annotated[
+        str,
+        typer.Argument(
+            help="A run checkpoint (`runs/x/checkpoints/step_000100`, LoRA "
+            "included), a run directory (its latest checkpoint), a Hugging Face "
+            "model directory, an `rlrun:` model or a hub id.",
+            show_default=False,
+        ),
+    ],
+    overrides: OverridesArg = None,
+    recipe: Annotated[
+        str | None,
+        typer.Option(
+            "--recipe",
+            help="The recipe whose data, rewards and "
+            "`trainer.eval` settings to use (default: a checkpoint's own "
+            "run recipe, else `base`).",
+            show_default=False,
+        ),
+    ] = None,
+    data: Annotated[
+        str | None,
+        typer.Option(
+            "--data",
+            help="Evaluate on this data source instead (sets `data.val_source`).",
+            show_default=False,
+        ),
+    ] = None,
+    reward: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--reward",
+            help="A reward entry replacing the "
+            "recipe's (repeatable): `rlrun:exact_match`, "
+            "`pkg.module:function`, or a YAML mapping such as "
+            "`{model: rlrun:tiny-reward, weight: 1.0}`.",
+            show_default=False,
+        ),
+    ] = None,
+    k: Annotated[
+        int | None,
+        typer.Option(
+            "-k",
+            "--k",
+            min=1,
+            help="Samples per prompt (sets `trainer.eval.k`; k > 1 samples at the rollout temperature).",
+            show_default=False,
+        ),
+    ] = None,
+    prompts: Annotated[
+        int | None,
+        typer.Option(
+            "--prompts",
+            min=1,
+            help="Evaluate the first N prompts (sets `trainer.eval.prompts`).",
+            show_default=False,
+        ),
+    ] = None,
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            "--out",
+            help="Also write the result as JSON to this file (an existing file is not overwritten).",
+            show_default=False,
+        ),
+    ] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the result as JSON instead of a table.")
+    ] = False,
+) -> None:
+    """Evaluate a checkpoint or model on a recipe's validation data with its rewards: mean@k, pass@k,
+    maj@k, mean reward per component and response lengths — the same evaluation a run logs as
+    `val/*`, so a checkpoint reproduces its run's figures at that step."""
+    from rlrun.embedded import UnknownEmbeddedModelError
+    from rlrun.training.standalone_eval import eval_target, evaluate_target
+
+    target = eval_target(model)
+    if out is not None and out.exists():
+        err_console.print(f"[red]error:[/] {out} exists; choose another --out or remove it first")
+        raise typer.Exit(USER_ERROR)
+    changes = list(overrides or [])
+    changes += [f"data.val_source={json.dumps(data)}"] if data is not None else []
+    changes += [f"reward.functions={json.dumps([_reward_entry(text) for text in reward])}"] if reward else []
+    changes += [f"trainer.eval.k={k}", f"trainer.eval.greedy={str(k == 1).lower()}"] if k is not None else []
+    changes += [f"trainer.eval.prompts={prompts}"] if prompts is not None else []
+    with user_errors(as_json):
+        loaded = load_recipe(recipe or target.run_recipe or "base", changes)
+    try:
+        with user_errors(as_json):
+            result, data_name = evaluate_target(target, loaded.recipe)
+    except (OSError, UnknownEmbeddedModelError) as exc:  # no such model: the user's path, not a bug
+        err_console.print(f"[red]error:[/] cannot load {model!r}: {exc}")
+        raise typer.Exit(USER_ERROR) from None
+    report = {
+        "model": model,
+        "recipe": str(loaded.source_path),
+        "data": data_name,
+        "num_prompts": result.num_prompts,
+        "k": result.k,
+        "greedy": result.greedy,
+        "metrics": result.metrics(),
+    }
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(report, indent=2) + "\n")
+    if as_json:
+        print(json.dumps(report, indent=2))
+        return
+    console.print(
+        f"{model} on {data_name}: {result.num_prompts} prompts, k={result.k}"
+        + (" (greedy)" if result.greedy else ""),
+        soft_wrap=True,
+    )
+    table = Table()
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    for name, value in report["metrics"].items():
+        table.add_row(name, f"{value:.4f}")
+    console.print(table)
+    if out is not None:
+        console.print(f"wrote {out}")
+
+
+def _reward_entry(text: str) -> Any:
+    """`--reward` text: a YAML mapping (`{model: ..., weight: ...}`) as is, anything else a function name."""
+    import yaml
+
+    value = yaml.safe_load(text) if text.lstrip().startswith("{") else None
+    return value if isinstance(value, dict) else {"fn": text}
 
 
 # --- compare ------------------------------------------------------------------------------
@@ -474,7 +812,9 @@ def compare_command(
     runs: Annotated[
         list[str],
         typer.Argument(
-            help="Run directories, run names under --runs-dir, or wandb:entity/project/run_id. The first is the reference.",
+            help="Run directories, run names under --runs-dir, sweep folders (all their runs), or "
+            "wandb:entity/project/run_id. The first is the reference; runs that differ only in their seed "
+            "are compared as one setting, with intervals over the seeds.",
             show_default=False,
         ),
     ],
@@ -499,7 +839,8 @@ def compare_command(
         ),
     ] = 5,
     at: Annotated[
-        int | None, typer.Option(help="Compare the runs as they stood at this step.", show_default=False)
+        int | None,
+        typer.Option(min=0, help="Compare the runs as they stood at this step.", show_default=False),
     ] = None,
     target: Annotated[
         list[str] | None,
@@ -520,8 +861,10 @@ def compare_command(
 ) -> None:
     """Compare runs: what changed between them (config), and what it did (metrics, health)."""
     from rlrun.compare.comparison import CompareOptions, compare, to_json
+    from rlrun.compare.groups import expand_sweep_folders
+    from rlrun.compare.inputs import load_input
     from rlrun.compare.render import render
-    from rlrun.compare.runs import RunReadError, load_run
+    from rlrun.compare.runs import RunReadError
     from rlrun.compare.stats import TargetError, parse_target
 
     try:
@@ -534,14 +877,19 @@ def compare_command(
             targets=[parse_target(text) for text in target or []],
             show_all=show_all,
         )
-        comparison = compare([load_run(ref, runs_dir) for ref in runs], options)
+        refs = expand_sweep_folders(runs, runs_dir)
+        comparison = compare([load_input(ref, runs_dir) for ref in refs], options)
         if plot is not None:
-            from rlrun.compare.plot import plot_runs  # matplotlib is slow to import, and optional
+            # matplotlib is slow to import, and optional
+            from rlrun.compare.plot import plot_groups, plot_runs
 
             names = [row.metric for row in comparison.metrics]
             if not names:
                 raise RunReadError("nothing to plot: the runs have recorded no metrics yet")
-            plot_runs(comparison.runs, comparison.labels, names, plot, x=x.value, smoothing=smooth)
+            if comparison.by_seed:
+                plot_groups(comparison.runs, comparison.groups, names, plot, x=x.value, smoothing=smooth)
+            else:
+                plot_runs(comparison.runs, comparison.labels, names, plot, x=x.value, smoothing=smooth)
     except (RunReadError, TargetError, ImportError) as exc:
         err_console.print(f"[bold red]error:[/] {exc}")
         raise typer.Exit(USER_ERROR) from None
@@ -558,3 +906,164 @@ def compare_command(
     render(comparison, console)
     if plot is not None:
         console.print(f"wrote {plot}")
+
+
+# --- sweep --------------------------------------------------------------------------------
+# The sweep file, its plan and the executors live in rlrun.sweep; this command prints the plan,
+# starts the runs and reports how each ended.
+
+SLURM = "SLURM (--executor slurm)"
+
+
+class Executor(str, Enum):
+    local = "local"
+    slurm = "slurm"
+
+
+@app.command("sweep")
+def sweep_command(
+    sweep_file: Annotated[
+        Path,
+        typer.Argument(
+            help="The sweep file (YAML): `recipe`, `overrides`, `grid` and/or `list`, `seeds`.",
+            show_default=False,
+        ),
+    ],
+    dry_run: Annotated[
+        bool,
+        typer.Option(
+            "--dry-run",
+            help="Print the plan (runs, their state, samples, an "
+            "estimated time from finished runs) and start nothing.",
+        ),
+    ] = False,
+    executor: Annotated[Executor, typer.Option(help="Where the runs train.")] = Executor.local,
+    jobs: Annotated[
+        int | None,
+        typer.Option(
+            "--jobs",
+            "-j",
+            min=1,
+            help="Runs at once on this machine (default: one per GPU, else one per two CPU cores).",
+            show_default=False,
+        ),
+    ] = None,
+    partition: Annotated[str | None, typer.Option(help="SLURM partition.", rich_help_panel=SLURM)] = None,
+    gpus_per_run: Annotated[
+        int, typer.Option(min=0, help="GPUs per node of each run.", rich_help_panel=SLURM)
+    ] = 1,
+    nodes_per_run: Annotated[
+        int,
+        typer.Option(
+            min=1, help="Nodes of each run (> 1: one `accelerate launch` per node).", rich_help_panel=SLURM
+        ),
+    ] = 1,
+    cpus_per_run: Annotated[
+        int, typer.Option(min=1, help="CPU cores per node of each run.", rich_help_panel=SLURM)
+    ] = 8,
+    time_limit: Annotated[
+        int,
+        typer.Option(
+            "--time",
+            min=1,
+            help="Time limit of each job in minutes; a job "
+            "stopped at it (or preempted) is requeued and resumes from its "
+            "checkpoint.",
+            rich_help_panel=SLURM,
+        ),
+    ] = 240,
+) -> None:
+    """Train every run of a sweep: each point of the grid and list at each seed, named
+    `<output_dir>/<sweep>/<key=value,...>/seed-<n>`. Every run's recipe is validated before any
+    starts. Running the same sweep again resumes unfinished runs and skips finished ones."""
+    from rlrun.sweep.plan import plan_sweep
+    from rlrun.sweep.spec import read_sweep
+
+    with user_errors():
+        plan = plan_sweep(read_sweep(sweep_file))
+    if executor is Executor.slurm:
+        from rlrun.sweep.slurm import SlurmOptions
+
+        slurm = SlurmOptions(partition, gpus_per_run, nodes_per_run, cpus_per_run, time_limit)
+        settings, concurrent = slurm.to_json(), len(plan.to_do())
+    else:
+        from rlrun.sweep.local import machine_slots
+
+        cpu_only = all(run.loaded.recipe.trainer.device == "cpu" for run in plan.runs)
+        slots = machine_slots(len(plan.to_do()), jobs, use_gpus=not cpu_only)
+        settings, concurrent = {"kind": "local", **slots.__dict__}, slots.concurrent
+    _print_sweep_plan(plan, settings, concurrent)
+    if dry_run or not plan.to_do():
+        return
+    plan.write_manifest(settings)
+    if executor is Executor.slurm:
+        from rlrun.sweep.slurm import submit
+
+        try:
+            jobs_by_run = submit(plan, slurm)
+        except ImportError as exc:
+            err_console.print(f"[red]error:[/] {exc}")
+            raise typer.Exit(USER_ERROR) from None
+        for name, job in jobs_by_run.items():
+            console.print(f"{name}: SLURM job {job.job_id}")
+        return
+    from rlrun.sweep.local import run_local
+
+    codes = run_local(plan.to_do(), slots, say=lambda text: err_console.print(text, soft_wrap=True))
+    failed = [name for name, code in codes.items() if code not in (0, None, INTERRUPTED)]
+    stopped = [name for name, code in codes.items() if code in (None, INTERRUPTED)]
+    console.print(
+        f"sweep {plan.sweep.name}: {len(codes) - len(failed) - len(stopped)} run(s) finished, "
+        f"{len(failed)} failed, {len(stopped)} not finished; compare them with `rlrun compare {plan.dir}`",
+        soft_wrap=True,
+    )
+    if failed:
+        raise typer.Exit(RUN_FAILED)
+    if stopped:
+        raise typer.Exit(INTERRUPTED)
+
+
+def _print_sweep_plan(plan: Any, settings: dict[str, Any], concurrent: int) -> None:
+    from rlrun.compare.render import format_duration
+
+    states = [run.state for run in plan.runs]
+    points = len({run.run.point.name for run in plan.runs})
+    console.print(
+        f"sweep [bold]{plan.sweep.name}[/] ({plan.sweep.file}): {points} point(s) × "
+        f"{len(plan.sweep.spec.seeds)} seed(s) = {len(plan.runs)} runs in {plan.dir}/; "
+        + ", ".join(f"{states.count(state)} {label}" for state, label in _STATE_LABELS.items()),
+        soft_wrap=True,
+    )
+    table = Table(box=None, padding=(0, 2))
+    for column in ("run", "recipe", "state", "steps", "samples"):
+        table.add_column(
+            column, justify="right" if column in ("steps", "samples") else "left", overflow="fold"
+        )
+    for run in plan.runs:
+        table.add_row(
+            run.name,
+            Path(run.recipe).stem,
+            _STATE_LABELS[run.state],
+            f"{run.steps_done}/{run.total_steps}",
+            f"{run.samples:,}",
+        )
+    console.print(table)
+    estimate = plan.estimated_seconds(concurrent)
+    where = ", ".join(
+        f"{key} {value}" for key, value in settings.items() if key != "kind" and value not in ((), None)
+    )
+    if not plan.to_do():
+        outlook = "nothing to do"
+    elif estimate is None:
+        outlook = "no finished run to estimate the time from"
+    else:
+        outlook = f"about {format_duration(estimate)} of training at the finished runs' pace (plus start-up)"
+    console.print(f"executor: {settings['kind']} ({where}); {outlook}", soft_wrap=True)
+
+
+_STATE_LABELS = {
+    "new": "to start",
+    "resume": "to resume",
+    "finished": "finished",
+    "running": "running elsewhere",
+}

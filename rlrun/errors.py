@@ -8,6 +8,7 @@ issue as one paragraph and exits with code 2, never with a traceback.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -83,5 +84,7 @@ def _sentence(text: str) -> str:
 
 
 def show_value(value: Any) -> str:
-    """A value as the user would write it: strings quoted, `true`/`null` in YAML spelling."""
+    """A value as the user would write it: strings quoted, `true`/`null`/`.nan` in YAML spelling."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return ".nan" if math.isnan(value) else ("-.inf" if value < 0 else ".inf")
     return json.dumps(value, default=str)

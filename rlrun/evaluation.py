@@ -2,14 +2,19 @@
 
 A sample is correct when the reward's ``acc`` says so (exact match by default). With k
 samples per prompt: mean@k averages all samples, pass@k counts a prompt solved when any
-sample is, maj@k scores the most frequent extracted answer (ties: the first seen).
+sample is, maj@k scores the most frequent extracted answer (ties: the first seen). Beside
+accuracy: the mean of the combined reward and of each reward component, and response
+lengths in tokens.
+
+``evaluate_recipe`` is the one evaluation a recipe asks for (``trainer.eval`` with the
+rollout's sampling settings): the training loop and ``rlrun eval`` both call it.
 """
 
 from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -17,6 +22,9 @@ from rlrun.data.dataset import PromptDataset
 from rlrun.rewards import RewardFunction
 from rlrun.rewards.answers import extract_answer, normalize_answer
 from rlrun.rollout.base import RolloutEngine, SamplingParams
+
+if TYPE_CHECKING:
+    from rlrun.schema import Recipe
 
 
 @dataclass(frozen=True)
@@ -27,6 +35,9 @@ class EvalResult:
     mean_at_k: float
     pass_at_k: float
     maj_at_k: float
+    response_length_mean: float  # tokens, EOS included
+    response_length_max: int
+    reward_means: dict[str, float]  # "score" (the weighted sum) and each component, over all samples
 
     def metrics(self, prefix: str = "val/") -> dict[str, float]:
         """Flat metric names; ``<prefix>accuracy`` is mean@k."""
@@ -35,6 +46,9 @@ class EvalResult:
             f"{prefix}mean@{self.k}": self.mean_at_k,
             f"{prefix}pass@{self.k}": self.pass_at_k,
             f"{prefix}maj@{self.k}": self.maj_at_k,
+            f"{prefix}response_length/mean": self.response_length_mean,
+            f"{prefix}response_length/max": float(self.response_length_max),
+            **{f"{prefix}reward/{name}/mean": value for name, value in self.reward_means.items()},
         }
 
 
@@ -57,17 +71,30 @@ def evaluate(
     if greedy and k != 1:
         raise ValueError("greedy evaluation draws one sample per prompt; use k=1 or greedy=false")
     data = dataset.take(range(min(limit or len(dataset), len(dataset))))
-    sampling = SamplingParams(n=k, max_tokens=max_tokens, temperature=temperature, top_p=top_p,
-                              top_k=top_k, greedy=greedy, seed=seed)
+    sampling = SamplingParams(
+        n=k,
+        max_tokens=max_tokens,
+        temperature=temperature,
+        top_p=top_p,
+        top_k=top_k,
+        greedy=greedy,
+        seed=seed,
+    )
     batch = engine.generate(data.prompt_ids, sampling)
     completions = tokenizer.batch_decode(batch.response_ids, skip_special_tokens=True)
+
     def repeat(column: list[Any]) -> list[Any]:  # one entry per response row (prompt-major)
         return [value for value in column for _ in range(k)]
 
     reward = reward or RewardFunction([{"fn": "rlrun:exact_match"}])
-    acc = reward(repeat(data.prompts), completions, repeat(data.ground_truths),
-                 **{name: repeat(col) for name, col in data.extra.items()}).acc
-    correct = (acc > 0.5).view(len(data), k)
+    scored = reward(
+        repeat(data.prompts),
+        completions,
+        repeat(data.ground_truths),
+        **{name: repeat(col) for name, col in data.extra.items()},
+    )
+    correct = (scored.acc > 0.5).view(len(data), k)
+    lengths = batch.response_lengths.float()
     return EvalResult(
         k=k,
         greedy=greedy,
@@ -75,6 +102,32 @@ def evaluate(
         mean_at_k=correct.float().mean().item(),
         pass_at_k=correct.any(-1).float().mean().item(),
         maj_at_k=_majority_correct(completions, correct, k).float().mean().item(),
+        response_length_mean=lengths.mean().item(),
+        response_length_max=int(lengths.max().item()),
+        reward_means={"score": scored.scores.mean().item()}
+        | {name: column.mean().item() for name, column in scored.components.items()},
+    )
+
+
+def evaluate_recipe(
+    engine: RolloutEngine, tokenizer: Any, dataset: PromptDataset, recipe: Recipe, reward: RewardFunction
+) -> EvalResult:
+    """The evaluation ``recipe`` asks for: ``trainer.eval`` (prompts, k, greedy) with the
+    rollout's response length and sampling settings, seeded by ``trainer.seed``."""
+    e, ro = recipe.trainer.eval, recipe.rollout
+    return evaluate(
+        engine,
+        tokenizer,
+        dataset,
+        k=e.k,
+        greedy=e.greedy,
+        max_tokens=ro.max_response_tokens,
+        temperature=ro.temperature,
+        top_p=ro.top_p,
+        top_k=ro.top_k,
+        seed=recipe.trainer.seed,
+        limit=e.prompts,
+        reward=reward,
     )
 
 

@@ -45,7 +45,7 @@ from rlrun.schema import Recipe
 RELAUNCH_ENV = "RLRUN_LAUNCHED"
 STRATEGIES = ("ddp", "fsdp2", "deepspeed_zero2", "deepspeed_zero3")
 MIXED_PRECISIONS = ("no", "bf16", "fp16")
-ENTRY_MODULE = "rlrun.launch"  # each launched process runs `python -m rlrun.launch <argv>`
+ENTRY_MODULE = "rlrun"  # each launched process runs `python -m rlrun <argv>` (rlrun/__main__.py)
 
 
 def is_relaunched() -> bool:
@@ -90,9 +90,12 @@ class Topology:
     def launch_flags(self) -> list[str]:
         """The ``accelerate launch`` flags of this layout (they override a config file's)."""
         flags = [
-            "--num_processes", str(self.num_processes),
-            "--num_machines", str(self.num_machines),
-            "--machine_rank", str(self.machine_rank),
+            "--num_processes",
+            str(self.num_processes),
+            "--num_machines",
+            str(self.num_machines),
+            "--machine_rank",
+            str(self.machine_rank),
         ]
         if self.main_process_ip is not None:
             flags += ["--main_process_ip", self.main_process_ip]
@@ -127,11 +130,17 @@ def relaunch_with_accelerate(
         ValueError: for an impossible topology, strategy or precision.
     """
     if is_relaunched():
-        raise RuntimeError(f"already running under accelerate launch ({RELAUNCH_ENV}=1); refusing to relaunch")
+        raise RuntimeError(
+            f"already running under accelerate launch ({RELAUNCH_ENV}=1); refusing to relaunch"
+        )
     use_cpu = (not torch.cuda.is_available()) if cpu is None else cpu
     with tempfile.TemporaryDirectory(prefix="rlrun-launch-") as config_dir:
         command = accelerate_command(
-            argv, topology, accelerate_config, strategy, mixed_precision=mixed_precision,
+            argv,
+            topology,
+            accelerate_config,
+            strategy,
+            mixed_precision=mixed_precision,
             config_dir=Path(config_dir),
         )
         env = {**os.environ, RELAUNCH_ENV: "1"}
@@ -198,10 +207,14 @@ def _strategy_flags(strategy: str, config_dir: Path) -> list[str]:
     if strategy == "fsdp2":
         return [
             "--use_fsdp",
-            "--fsdp_version", "2",
-            "--fsdp_auto_wrap_policy", "TRANSFORMER_BASED_WRAP",
-            "--fsdp_reshard_after_forward", "true",
-            "--fsdp_state_dict_type", "FULL_STATE_DICT",
+            "--fsdp_version",
+            "2",
+            "--fsdp_auto_wrap_policy",
+            "TRANSFORMER_BASED_WRAP",
+            "--fsdp_reshard_after_forward",
+            "true",
+            "--fsdp_state_dict_type",
+            "FULL_STATE_DICT",
         ]
     stage = 2 if strategy == "deepspeed_zero2" else 3
     path = config_dir / f"deepspeed_zero{stage}.json"
@@ -236,9 +249,3 @@ def check_data_parallel(recipe: Recipe, num_processes: int) -> None:
     ]
     if issues:
         raise RecipeError(issues)
-
-
-if __name__ == "__main__":  # a launched process: the same rlrun command line, run in-process
-    from rlrun.cli import app
-
-    app(prog_name="rlrun")

@@ -36,6 +36,9 @@ DEFAULT_OUT = Path(__file__).resolve().parents[1] / "rlrun" / "embedded" / "mode
 BASE_BAND = (0.25, 0.35)  # sampled accuracy at temperature 1 that makes a checkpoint the base
 TEACHER_GREEDY = 0.97  # training stops here, or when the learning rate has decayed to 0
 TEACHER_MIN_GREEDY = 0.90
+# The tokenizer class transformers 4.x and 5.x both have (5.x's own save_pretrained names
+# `TokenizersBackend`, which 4.x lacks): the shipped models load on either major version.
+PORTABLE_TOKENIZER_CLASS = "PreTrainedTokenizerFast"
 
 
 def build_tokenizer() -> PreTrainedTokenizerFast:
@@ -47,23 +50,52 @@ def build_tokenizer() -> PreTrainedTokenizerFast:
         single="<bos> $A", pair="<bos> $A $B", special_tokens=[("<bos>", vocab["<bos>"])]
     )
     return PreTrainedTokenizerFast(
-        tokenizer_object=tokenizer, bos_token="<bos>", eos_token="<eos>", pad_token="<pad>",
-        unk_token="<unk>", model_max_length=MAX_POSITIONS, padding_side="left",
+        tokenizer_object=tokenizer,
+        bos_token="<bos>",
+        eos_token="<eos>",
+        pad_token="<pad>",
+        unk_token="<unk>",
+        model_max_length=MAX_POSITIONS,
+        padding_side="left",
     )
+
+
+def save_tokenizer(tokenizer: PreTrainedTokenizerFast, out: Path) -> None:
+    """`tokenizer.json` and a `tokenizer_config.json` that transformers 4.x and 5.x both read,
+    the same bytes whichever version writes them."""
+    out.mkdir(parents=True, exist_ok=True)
+    tokenizer.backend_tokenizer.save(str(out / "tokenizer.json"))
+    config = {
+        **tokenizer.special_tokens_map,
+        "model_max_length": tokenizer.model_max_length,
+        "padding_side": tokenizer.padding_side,
+        "tokenizer_class": PORTABLE_TOKENIZER_CLASS,
+    }
+    (out / "tokenizer_config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
 
 
 def build_model(tokenizer: PreTrainedTokenizerFast, seed: int) -> Qwen2ForCausalLM:
     config = Qwen2Config(
-        vocab_size=len(tokenizer), hidden_size=128, intermediate_size=512, num_hidden_layers=4,
-        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=MAX_POSITIONS,
-        tie_word_embeddings=True, bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id, dtype="float32",
+        vocab_size=len(tokenizer),
+        hidden_size=128,
+        intermediate_size=512,
+        num_hidden_layers=4,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=MAX_POSITIONS,
+        tie_word_embeddings=True,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+        dtype="float32",
     )
     torch.manual_seed(seed)
     model = Qwen2ForCausalLM(config)
     model.generation_config = GenerationConfig(
-        bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id, max_new_tokens=8,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+        max_new_tokens=8,
     )
     return model
 
@@ -75,7 +107,9 @@ def encode_supervised(tokenizer: PreTrainedTokenizerFast, records: list[dict]) -
     total_len = torch.tensor([len(ids) + 1 for ids in full])  # +1: <eos>
     width = int(total_len.max())
     ids = torch.full((len(records), width), tokenizer.pad_token_id, dtype=torch.long)
-    flat = [seq + [tokenizer.eos_token_id] + [tokenizer.pad_token_id] * (width - len(seq) - 1) for seq in full]
+    flat = [
+        seq + [tokenizer.eos_token_id] + [tokenizer.pad_token_id] * (width - len(seq) - 1) for seq in full
+    ]
     ids[:] = torch.tensor(flat)
     position = torch.arange(width)
     attention = (position < total_len[:, None]).long()
@@ -113,7 +147,9 @@ def train(args: argparse.Namespace) -> dict[str, dict]:
         batch = torch.from_numpy(order.integers(0, len(ids), args.batch_size))
         logits = model(input_ids=ids[batch], attention_mask=attention[batch]).logits[:, :-1]
         mask = loss_mask[batch, 1:]
-        token_loss = torch.nn.functional.cross_entropy(logits.transpose(1, 2), ids[batch, 1:], reduction="none")
+        token_loss = torch.nn.functional.cross_entropy(
+            logits.transpose(1, 2), ids[batch, 1:], reduction="none"
+        )
         loss = (token_loss * mask).sum() / mask.sum()
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
@@ -123,12 +159,17 @@ def train(args: argparse.Namespace) -> dict[str, dict]:
         if step % (args.eval_every if "tiny-base" in saved else args.base_eval_every):
             continue
         sampled, greedy = accuracy(False), accuracy(True)
-        print(f"step {step:5d}  loss {loss.item():.4f}  sampled {sampled:.3f}  greedy {greedy:.3f}  "
-              f"{time.time() - start:.0f}s", flush=True)
+        print(
+            f"step {step:5d}  loss {loss.item():.4f}  sampled {sampled:.3f}  greedy {greedy:.3f}  "
+            f"{time.time() - start:.0f}s",
+            flush=True,
+        )
         if "tiny-base" not in saved and sampled >= BASE_BAND[0]:
             if sampled > BASE_BAND[1]:
-                raise RuntimeError(f"step {step}: sampled accuracy {sampled:.3f} jumped past the base band "
-                                   f"{BASE_BAND}; lower --base-eval-every or --lr")
+                raise RuntimeError(
+                    f"step {step}: sampled accuracy {sampled:.3f} jumped past the base band "
+                    f"{BASE_BAND}; lower --base-eval-every or --lr"
+                )
             saved["tiny-base"] = _save(model, tokenizer, args, "tiny-base", step, sampled, greedy)
         decayed = "tiny-base" in saved and step >= saved["tiny-base"]["step"] + args.teacher_steps
         if greedy >= TEACHER_GREEDY or decayed:
@@ -141,26 +182,42 @@ def train(args: argparse.Namespace) -> dict[str, dict]:
     return saved
 
 
-def _save(model: Qwen2ForCausalLM, tokenizer: PreTrainedTokenizerFast, args: argparse.Namespace, name: str,
-          step: int, sampled: float, greedy: float) -> dict:
-    info = {"step": step, "sampled_accuracy": round(sampled, 4), "greedy_accuracy": round(greedy, 4), "seed": args.seed,
-            "eval_prompts": args.eval_prompts}
+def _save(
+    model: Qwen2ForCausalLM,
+    tokenizer: PreTrainedTokenizerFast,
+    args: argparse.Namespace,
+    name: str,
+    step: int,
+    sampled: float,
+    greedy: float,
+) -> dict:
+    info = {
+        "step": step,
+        "sampled_accuracy": round(sampled, 4),
+        "greedy_accuracy": round(greedy, 4),
+        "seed": args.seed,
+        "eval_prompts": args.eval_prompts,
+    }
     out = args.out / name
     model.save_pretrained(out)
-    tokenizer.save_pretrained(out)
+    save_tokenizer(tokenizer, out)
     (out / "build_info.json").write_text(json.dumps(info, indent=2) + "\n")
     print(f"{name}: step {step}, sampled {sampled:.3f}, greedy {greedy:.3f} -> {out}", flush=True)
     return info
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=1)  # faster than 2 on shared cores
     parser.add_argument("--train-size", type=int, default=20000)
     parser.add_argument("--eval-prompts", type=int, default=500)
-    parser.add_argument("--base-eval-every", type=int, default=10, help="steps between evaluations before the base")
+    parser.add_argument(
+        "--base-eval-every", type=int, default=10, help="steps between evaluations before the base"
+    )
     parser.add_argument("--eval-every", type=int, default=50, help="steps between evaluations after the base")
     parser.add_argument("--batch-size", type=int, default=128)
     parser.add_argument("--lr", type=float, default=3e-3)

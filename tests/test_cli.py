@@ -198,7 +198,14 @@ def test_resume_relaunches_with_the_topology_and_the_runs_strategy(monkeypatch, 
 
     seen = _record_relaunch(monkeypatch)
     topology = ["--num-processes", "4", "--num-machines", "2", "--machine-rank", "1"]
-    topology += ["--main-process-ip", "10.0.0.1", "--main-process-port", "29600", "--accelerate-config", "a.yaml"]
+    topology += [
+        "--main-process-ip",
+        "10.0.0.1",
+        "--main-process-port",
+        "29600",
+        "--accelerate-config",
+        "a.yaml",
+    ]
     result = runner.invoke(app, [*command, str(run_dir), *topology])
     assert result.exit_code == 0, result.output
     assert seen == {
@@ -229,3 +236,75 @@ def test_train_and_resume_check_the_process_split_before_launching(monkeypatch, 
     result = runner.invoke(app, [*command, "--num-processes", "3"])  # grpo: 16 prompts a step
     assert result.exit_code == 2
     assert "trainer.prompts_per_step" in result.output and "multiple of 3" in result.output
+
+
+@pytest.fixture
+def checkpoint(tmp_path: Path) -> Path:
+    from rlrun.training.checkpoint import save_checkpoint
+    from rlrun.training.models import load_causal_lm, load_tokenizer
+
+    model, tokenizer = (
+        load_causal_lm("rlrun:tiny-base", "float32", False),
+        load_tokenizer("rlrun:tiny-base", False),
+    )
+    return save_checkpoint(tmp_path / "ckpts", 3, model=model, tokenizer=tokenizer, state={"step": 3})
+
+
+def test_export_never_writes_into_an_existing_folder_without_overwrite(tmp_path, checkpoint):
+    out = tmp_path / "model"
+    out.mkdir()
+    (out / "config.json").write_text("mine")
+    result = runner.invoke(app, ["export", str(checkpoint), str(out)])
+    assert result.exit_code == 2 and "already exists" in result.output
+    assert [p.name for p in out.iterdir()] == ["config.json"] and (out / "config.json").read_text() == "mine"
+    result = runner.invoke(app, ["export", str(checkpoint), str(out), "--overwrite"])
+    assert result.exit_code == 0, result.output
+    assert (out / "model.safetensors").is_file()
+
+
+def test_export_of_a_damaged_checkpoint_names_the_file_and_exits_2(tmp_path, checkpoint):
+    weights = checkpoint / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:1000])
+    result = rlrun("export", str(checkpoint), str(tmp_path / "out"), cwd=tmp_path)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert "the checkpoint is damaged" in result.stderr and "model.safetensors" in result.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_file_in_the_working_directory_never_shadows_an_installed_package(tmp_path):
+    (tmp_path / "torch.py").write_text("open('torch_py_ran', 'w').close()\n")
+    (tmp_path / "my_rewards.py").write_text("def score(completion, answer, **kwargs):\n    return 1.0\n")
+    (tmp_path / "r.yaml").write_text("extends: grpo\nreward:\n  functions: [{fn: 'my_rewards:score'}]\n")
+    as_installed = [sys.executable, "-m", "rlrun", "validate", "r.yaml"]  # the console script's main()
+    result = subprocess.run(
+        as_installed, check=False, cwd=tmp_path, capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    assert not (tmp_path / "torch_py_ran").exists()  # the real torch was imported, not ./torch.py
+
+
+def test_validate_no_import_runs_no_user_code_and_still_finds_missing_modules(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", list(sys.path))  # the CLI adds the working directory
+    (tmp_path / "my_rewards.py").write_text(
+        "open('imported', 'w').close()\ndef score(**kwargs):\n    return 1.0\n"
+    )
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("open('imported', 'w').close()\n")
+    (tmp_path / "pkg" / "plugin.py").write_text("open('imported', 'w').close()\n")
+    recipe = "extends: grpo\nreward:\n  functions: [{fn: 'my_rewards:score'}]\nalgorithm:\n  plugins: [pkg.plugin]\n"
+    (tmp_path / "r.yaml").write_text(recipe)
+    result = runner.invoke(app, ["validate", "r.yaml", "--no-import"])
+    assert result.exit_code == 0, result.output
+    assert not (tmp_path / "imported").exists()
+    (tmp_path / "bad.yaml").write_text(
+        recipe.replace("my_rewards", "my_rewardz").replace("plugin]", "plugn]")
+    )
+    result = runner.invoke(app, ["validate", "bad.yaml", "--no-import", "--json"])
+    assert result.exit_code == 2
+    assert sorted(e["message"] for e in json.loads(result.stdout)["errors"]) == [
+        "the plugin module 'pkg.plugn' was not found",
+        "the reward module 'my_rewardz' was not found",
+    ]
+    assert not (tmp_path / "imported").exists()
+    assert rlrun("validate", "r.yaml", cwd=tmp_path).returncode == 0 and (tmp_path / "imported").exists()

@@ -24,8 +24,20 @@ def test_k_sample_metrics_are_ordered(setup):
     assert result.num_prompts == 100 and result.k == 8
     assert 0 < result.mean_at_k < result.pass_at_k <= 1  # the base is right sometimes, and not always
     assert result.mean_at_k <= result.maj_at_k <= result.pass_at_k
-    assert set(result.metrics()) == {"val/accuracy", "val/mean@8", "val/pass@8", "val/maj@8"}
+    assert set(result.metrics()) == {
+        "val/accuracy",
+        "val/mean@8",
+        "val/pass@8",
+        "val/maj@8",
+        "val/response_length/mean",
+        "val/response_length/max",
+        "val/reward/score/mean",
+        "val/reward/exact_match/mean",
+    }
     assert result.metrics()["val/accuracy"] == result.mean_at_k
+    # one reward of weight 1 whose score is its acc: score, component and mean@k coincide
+    assert result.reward_means == {"score": result.mean_at_k, "exact_match": result.mean_at_k}
+    assert 1 <= result.response_length_mean <= result.response_length_max <= 8
 
 
 def test_greedy_k1_all_metrics_agree_and_are_deterministic(setup):
@@ -39,13 +51,23 @@ def test_greedy_k1_all_metrics_agree_and_are_deterministic(setup):
 
 def test_sampled_evaluation_is_reproducible_under_a_seed(setup):
     engine, tok, val = setup
-    assert evaluate(engine, tok, val, greedy=False, seed=3, limit=200) == \
-        evaluate(engine, tok, val, greedy=False, seed=3, limit=200)
+    assert evaluate(engine, tok, val, greedy=False, seed=3, limit=200) == evaluate(
+        engine, tok, val, greedy=False, seed=3, limit=200
+    )
 
 
 def test_a_custom_reward_decides_correctness(setup):
     engine, tok, val = setup
     always_wrong = RewardFunction([{"fn": "rlrun:exact_match", "weight": -1.0}, {"fn": "rlrun:math_answer"}])
     # acc follows the first function: exact_match > 0, whatever the weights
-    assert evaluate(engine, tok, val, limit=50, reward=always_wrong).mean_at_k == \
-        evaluate(engine, tok, val, limit=50).mean_at_k
+    custom, plain = (
+        evaluate(engine, tok, val, limit=50, reward=always_wrong),
+        evaluate(engine, tok, val, limit=50),
+    )
+    assert custom.mean_at_k == plain.mean_at_k
+    # the weighted sum: -1 x exact match + 1 x math answer (equal on these bare answers) = 0
+    assert custom.reward_means == {
+        "score": 0.0,
+        "exact_match": plain.mean_at_k,
+        "math_answer": plain.mean_at_k,
+    }

@@ -31,8 +31,15 @@ def _value(command: list[str], flag: str) -> str:
 
 
 def test_ddp_command_runs_rlrun_module_with_topology(tmp_path):
-    command = _command(tmp_path, num_processes=8, num_machines=2, machine_rank=1,
-                       main_process_ip="10.0.0.1", main_process_port=29600, mixed_precision="bf16")
+    command = _command(
+        tmp_path,
+        num_processes=8,
+        num_machines=2,
+        machine_rank=1,
+        main_process_ip="10.0.0.1",
+        main_process_port=29600,
+        mixed_precision="bf16",
+    )
     assert command[:3] == [sys.executable, "-m", "accelerate.commands.launch"]
     assert _value(command, "--num_processes") == "8"
     assert _value(command, "--num_machines") == "2"
@@ -41,7 +48,7 @@ def test_ddp_command_runs_rlrun_module_with_topology(tmp_path):
     assert _value(command, "--main_process_port") == "29600"
     assert _value(command, "--mixed_precision") == "bf16"
     assert "--multi_gpu" in command
-    assert command[-4:] == ["--module", "rlrun.launch", "train", "r.yaml"]
+    assert command[-4:] == ["--module", "rlrun", "train", "r.yaml"]
     assert list(tmp_path.iterdir()) == []  # ddp needs no file
 
 
@@ -120,7 +127,9 @@ def test_relaunch_cleans_up_its_config_files(monkeypatch, tmp_path):
     monkeypatch.delenv(launch.RELAUNCH_ENV, raising=False)
     monkeypatch.setattr(launch.subprocess, "run", fake_run)
     topology = launch.Topology(2)
-    code = launch.relaunch_with_accelerate(["train", "r.yaml"], topology, strategy="deepspeed_zero2", cpu=True)
+    code = launch.relaunch_with_accelerate(
+        ["train", "r.yaml"], topology, strategy="deepspeed_zero2", cpu=True
+    )
     assert code == 3
     assert seen["exists"] and not seen["file"].exists()
     assert seen["env"][launch.RELAUNCH_ENV] == "1"
@@ -130,7 +139,8 @@ def test_relaunch_cleans_up_its_config_files(monkeypatch, tmp_path):
 @pytest.mark.slow
 def test_two_cpu_processes_really_start_and_see_each_other(monkeypatch, tmp_path):
     """The real launcher on CPU: two gloo processes, each marked as relaunched."""
-    (tmp_path / "probe_entry.py").write_text(textwrap.dedent("""
+    (tmp_path / "probe_entry.py").write_text(
+        textwrap.dedent("""
         import os, sys, torch, torch.distributed as dist
         from accelerate import Accelerator
         from rlrun.launch import is_relaunched
@@ -140,7 +150,8 @@ def test_two_cpu_processes_really_start_and_see_each_other(monkeypatch, tmp_path
         out = os.path.join(sys.argv[1], f"rank{acc.process_index}.txt")
         open(out, "w").write(f"{acc.num_processes} {total.item()} {is_relaunched()}")
         dist.destroy_process_group()  # a live gloo group can abort the process at shutdown
-    """))
+    """)
+    )
     monkeypatch.setattr(launch, "ENTRY_MODULE", "probe_entry")
     monkeypatch.delenv(launch.RELAUNCH_ENV, raising=False)
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]))

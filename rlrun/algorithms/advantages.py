@@ -106,7 +106,7 @@ def discounted_returns(
 # --- estimators ------------------------------------------------------------------------------
 
 
-@register_advantage("gae")
+@register_advantage("gae", needs_critic=True)
 @torch.no_grad()
 def gae(
     token_level_rewards: torch.Tensor,
@@ -140,7 +140,7 @@ def gae(
     return masked_whiten(advantages, response_mask).to(token_level_rewards.dtype), returns
 
 
-@register_advantage("grpo")
+@register_advantage("grpo", needs_groups=True)
 @torch.no_grad()
 def grpo(
     token_level_rewards: torch.Tensor,
@@ -157,7 +157,7 @@ def grpo(
     return _outcome(scalars, token_level_rewards, response_mask)
 
 
-@register_advantage("rloo")
+@register_advantage("rloo", needs_groups=True)
 @torch.no_grad()
 def rloo(
     token_level_rewards: torch.Tensor, response_mask: torch.Tensor, index: Any = None, **_: Any
@@ -170,7 +170,7 @@ def rloo(
     return _outcome(torch.where(n > 1, leave_one_out, scores), token_level_rewards, response_mask)
 
 
-@register_advantage("opo")
+@register_advantage("opo", needs_groups=True)
 @torch.no_grad()
 def opo(
     token_level_rewards: torch.Tensor, response_mask: torch.Tensor, index: Any = None, **_: Any
@@ -200,7 +200,7 @@ def reinforce_plus_plus(
     return zero_outside_(masked_whiten(returns, response_mask), response_mask), returns
 
 
-@register_advantage("reinforce_plus_plus_baseline")
+@register_advantage("reinforce_plus_plus_baseline", needs_groups=True)
 @torch.no_grad()
 def reinforce_plus_plus_baseline(
     token_level_rewards: torch.Tensor, response_mask: torch.Tensor, index: Any = None, **_: Any
@@ -211,7 +211,7 @@ def reinforce_plus_plus_baseline(
     return advantages, advantages
 
 
-@register_advantage("remax")
+@register_advantage("remax", needs_greedy_baseline=True)
 @torch.no_grad()
 def remax(
     token_level_rewards: torch.Tensor,
@@ -229,7 +229,7 @@ def remax(
     return torch.sub(returns, baselines, out=baselines), returns
 
 
-@register_advantage("gpg")
+@register_advantage("gpg", needs_groups=True)
 @torch.no_grad()
 def gpg(
     token_level_rewards: torch.Tensor,
@@ -246,7 +246,7 @@ def gpg(
     return _outcome(alpha * centred / f_norm, token_level_rewards, response_mask)
 
 
-@register_advantage("grpo_passk")
+@register_advantage("grpo_passk", needs_groups=True)
 @torch.no_grad()
 def grpo_passk(
     token_level_rewards: torch.Tensor,
@@ -273,7 +273,7 @@ def grpo_passk(
     return _outcome(torch.where(is_best, gap, torch.zeros_like(gap)), token_level_rewards, response_mask)
 
 
-@register_advantage("gdpo")
+@register_advantage("gdpo", needs_groups=True)
 @torch.no_grad()
 def gdpo(
     token_level_rewards: torch.Tensor,
@@ -315,3 +315,191 @@ def _component_weights(
     if len(weights) != len(names):
         raise ValueError(f"gdpo got {len(weights)} reward_weights for {len(names)} components")
     return {name: float(w) for name, w in zip(names, weights)}
+
+
+# --- verl's vectorized forms and the optimal token baseline ----------------------------------
+
+
+@register_advantage("grpo_vectorized", needs_groups=True)
+@torch.no_grad()
+def grpo_vectorized(
+    token_level_rewards: torch.Tensor,
+    response_mask: torch.Tensor,
+    index: Any = None,
+    *,
+    epsilon: float = 1e-6,
+    norm_adv_by_std_in_grpo: bool = True,
+    **_: Any,
+) -> AdvantageOutput:
+    """GRPO as verl's vectorized form: (r - group mean)/(group std + ε); singleton mean 0, std 1.
+
+    verl takes the group statistics in float32 (its `group_mean_std`, variance floor 0); here they
+    are float64 like every group statistic in rlrun, so the two agree to float32 rounding, and
+    this equals `grpo` on the same inputs.
+    """
+    scores = response_scores(token_level_rewards).to(torch.float32)
+    groups = _groups(index, token_level_rewards)
+    scalars = grpo_scalars(scores, groups, epsilon, norm_adv_by_std_in_grpo)
+    return _outcome(scalars, token_level_rewards, response_mask)
+
+
+@register_advantage("rloo_vectorized", needs_groups=True)
+@torch.no_grad()
+def rloo_vectorized(
+    token_level_rewards: torch.Tensor, response_mask: torch.Tensor, index: Any = None, **_: Any
+) -> AdvantageOutput:
+    """RLOO as verl's vectorized form: (c·r - Σ_group r)/(c - 1), and 0 for a singleton group.
+
+    The loop form (`rloo`) keeps a singleton's raw score instead; with every group of size > 1
+    the two are equal.
+    """
+    groups = _groups(index, token_level_rewards)
+    scores = response_scores(token_level_rewards)
+    c = groups.row_counts()
+    leave_one_out = (c * scores - groups.sum(scores)[groups.ids]) / (c - 1).clamp(min=1)
+    return _outcome(torch.where(c > 1, leave_one_out, 0.0), token_level_rewards, response_mask)
+
+
+def _token_baseline(
+    returns: torch.Tensor,
+    cumulative_w: torch.Tensor,
+    mask: torch.Tensor,
+    groups: Groups,
+    counted: torch.Tensor,
+    handle_zero_tail: bool,
+    epsilon: float,
+) -> torch.Tensor:
+    """Per group and position t: `B_t = Σ_i G_it·W_it·m_it / (Σ_i W_it·m_it + ε)` over the group's
+    counted rows (`counted`, (B,) bool), the same for each member; 0 for a group of one counted
+    row. With `handle_zero_tail`, a group's strictly longest row gets B = 0 from the
+    second-longest length on."""
+    weight = cumulative_w * mask * counted.unsqueeze(-1)
+    num = returns.new_zeros(groups.num_groups, returns.shape[-1]).index_add_(0, groups.ids, returns * weight)
+    den = returns.new_zeros(groups.num_groups, returns.shape[-1]).index_add_(0, groups.ids, weight)
+    size = groups.sum(counted.to(STAT_DTYPE))
+    baseline = torch.where((size > 1).unsqueeze(-1), num / (den + epsilon), 0.0)[groups.ids]
+    if handle_zero_tail:
+        lengths = torch.where(counted, mask_count(mask, dim=-1, dtype=STAT_DTYPE), -1.0)
+        longest = groups.amax(lengths)
+        at_longest = counted & (lengths == longest[groups.ids])
+        second = groups.amax(torch.where(at_longest, -1.0, lengths))  # -1: no other counted row
+        unique_longest = at_longest & (groups.sum(at_longest.to(STAT_DTYPE)) == 1)[groups.ids]
+        unique_longest &= (size > 1)[groups.ids]
+        positions = torch.arange(returns.shape[-1], device=returns.device)
+        tail = unique_longest.unsqueeze(-1) & (positions >= second[groups.ids].unsqueeze(-1))
+        baseline = baseline.masked_fill(tail, 0.0)
+    return baseline
+
+
+def _returns_and_path_variance(
+    name: str,
+    token_level_rewards: torch.Tensor,
+    response_mask: torch.Tensor,
+    old_log_probs: torch.Tensor | None,
+    sum_pi_squared: torch.Tensor | None,
+    rollout_is_weights: torch.Tensor | None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The optimal token baseline's inputs: `G` = reward-to-go of `r·m`, and `W_t = Σ_{s≤t} w_s·m_s`
+    with `w = 1 - 2π(a_t) + Σ_v π(v)²` (times ρ̄² with IS weights), in the accumulation dtype."""
+    if old_log_probs is None or sum_pi_squared is None:
+        raise ValueError(
+            f"{name} needs `old_log_probs` and `sum_pi_squared` (Σ_v π(v)² at each response position)"
+        )
+    dtype = acc_dtype(token_level_rewards.dtype)
+    returns = _reverse_cumsum(zero_outside(token_level_rewards, response_mask).to(dtype))
+    w = 1 - 2 * torch.exp(old_log_probs.to(dtype)) + sum_pi_squared.to(dtype)
+    if rollout_is_weights is not None:
+        w = w * rollout_is_weights.to(dtype).square()
+    return returns, zero_outside(w, response_mask).cumsum(-1)
+
+
+@register_advantage(
+    "optimal_token_baseline", needs_groups=True, needs_old_log_probs=True, needs_sum_pi_squared=True
+)
+@torch.no_grad()
+def optimal_token_baseline(
+    token_level_rewards: torch.Tensor,
+    response_mask: torch.Tensor,
+    index: Any = None,
+    *,
+    old_log_probs: torch.Tensor | None = None,
+    sum_pi_squared: torch.Tensor | None = None,
+    rollout_is_weights: torch.Tensor | None = None,
+    handle_zero_tail: bool = True,
+    epsilon: float = 1e-8,
+    **_: Any,
+) -> AdvantageOutput:
+    """OTB: reward-to-go minus a per-token group baseline weighted by cumulative path variance.
+
+    verl 0.9.1 `compute_optimal_token_baseline_advantage`: `G` = reward-to-go of `r·m`,
+    `W_t = cumsum(w·m)` with `w = 1 - 2·exp(old_log_prob) + Σπ²` (·ρ̄² when rollout IS weights
+    are given), per group and position `B_t = Σ G·W·m / (Σ W·m + ε)` (ε = `epsilon`, 1e-8 here,
+    not GRPO's 1e-6), B = 0 for a singleton group, the zero tail of `handle_zero_tail`;
+    advantages `(G - B)·m`, returns `G`. Positions are the padded ones: use
+    `tir_optimal_token_baseline` when the mask has holes.
+    """
+    returns, cumulative_w = _returns_and_path_variance(
+        "optimal_token_baseline",
+        token_level_rewards,
+        response_mask,
+        old_log_probs,
+        sum_pi_squared,
+        rollout_is_weights,
+    )
+    groups = _groups(index, token_level_rewards)
+    counted = torch.ones(returns.shape[0], dtype=torch.bool, device=returns.device)
+    mask = response_mask.to(returns.dtype)
+    baseline = _token_baseline(returns, cumulative_w, mask, groups, counted, handle_zero_tail, epsilon)
+    advantages = (returns - baseline) * mask
+    return advantages.to(token_level_rewards.dtype), returns.to(token_level_rewards.dtype)
+
+
+@register_advantage(
+    "tir_optimal_token_baseline", needs_groups=True, needs_old_log_probs=True, needs_sum_pi_squared=True
+)
+@torch.no_grad()
+def tir_optimal_token_baseline(
+    token_level_rewards: torch.Tensor,
+    response_mask: torch.Tensor,
+    index: Any = None,
+    *,
+    old_log_probs: torch.Tensor | None = None,
+    sum_pi_squared: torch.Tensor | None = None,
+    rollout_is_weights: torch.Tensor | None = None,
+    handle_zero_tail: bool = True,
+    epsilon: float = 1e-8,
+    **_: Any,
+) -> AdvantageOutput:
+    """OTB for masks with holes (multi-turn tool use): baselines over each response's own tokens.
+
+    verl 0.9.1 `compute_multi_turn_optimal_token_baseline_advantage`: `G` and `W` as in
+    `optimal_token_baseline`, then each row's valid tokens are packed to the left, the baseline
+    is taken over packed positions among the group's non-empty rows (a group with one non-empty
+    row gets 0; `handle_zero_tail` uses the packed lengths), and `G - B` is scattered back to
+    the valid positions; returns `G`.
+    """
+    returns, cumulative_w = _returns_and_path_variance(
+        "tir_optimal_token_baseline",
+        token_level_rewards,
+        response_mask,
+        old_log_probs,
+        sum_pi_squared,
+        rollout_is_weights,
+    )
+    valid = as_bool(response_mask)
+    lengths = valid.sum(-1)
+    width = int(lengths.max()) if lengths.numel() else 0
+    rows, cols = valid.nonzero(as_tuple=True)
+    packed_cols = valid.long().cumsum(-1)[rows, cols] - 1  # each valid token's place in its row
+    packed_returns = returns.new_zeros(returns.shape[0], width)
+    packed_w = torch.zeros_like(packed_returns)
+    packed_returns[rows, packed_cols] = returns[rows, cols]
+    packed_w[rows, packed_cols] = cumulative_w[rows, cols]
+    packed_mask = (torch.arange(width, device=returns.device) < lengths.unsqueeze(-1)).to(returns.dtype)
+    groups = _groups(index, token_level_rewards)
+    baseline = _token_baseline(
+        packed_returns, packed_w, packed_mask, groups, lengths > 0, handle_zero_tail, epsilon
+    )
+    advantages = torch.zeros_like(returns)
+    advantages[rows, cols] = (packed_returns - baseline)[rows, packed_cols]
+    return advantages.to(token_level_rewards.dtype), returns.to(token_level_rewards.dtype)

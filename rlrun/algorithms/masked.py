@@ -144,3 +144,8 @@ def entropy_from_logits(logits: torch.Tensor) -> torch.Tensor:
     """Entropy of the softmax over the last dim: `logsumexp(z) - Σ softmax(z)·z`."""
     probs = torch.softmax(logits, dim=-1)
     return torch.logsumexp(logits, dim=-1) - (probs * logits).sum(dim=-1)
+
+
+def sum_pi_squared(logits: torch.Tensor) -> torch.Tensor:
+    """`Σ_v π(v)²` over the vocabulary at each position (the optimal token baseline's input)."""
+    return logits.softmax(-1).square().sum(-1)

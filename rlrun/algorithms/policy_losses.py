@@ -21,7 +21,9 @@ Where this differs from verl or a paper:
   IS ratio at `clip_ratio_c`, as verl does (the DPPO paper recommends a large threshold).
 - clip_cov / kl_cov draw / rank tokens like verl; clip_cov's draw uses `generator` when given.
 - dro: `-(logp·A - ½·β·(logp - old)²)` per token (Richemond et al.; verl's docs/algo/dro.md),
-  aggregated with the given mode; β = `dro_beta` > 0 (the default 0.1 is rlrun's choice).
+  aggregated with the given mode; β = `dro_beta` > 0 (the default 0.1 is rlrun's choice; None or
+  a non-positive β is a ValueError, as in verl).
+- kl_cov ranks tokens with `topk`: it draws no random numbers (only clip_cov does).
 """
 
 from __future__ import annotations
@@ -282,7 +284,7 @@ def geo_mean(
     )
 
 
-@register_policy_loss("clip_cov")
+@register_policy_loss("clip_cov", draws_random=True)
 def clip_cov(
     old_log_prob: torch.Tensor,
     log_prob: torch.Tensor,
@@ -375,8 +377,10 @@ def dro(
     **_: Any,
 ) -> LossOutput:
     """DRO: -(logπ·A - ½β(logπ - logπ_old)²), a quadratic penalty instead of ratio clipping."""
-    if dro_beta <= 0:
-        raise ValueError(f"dro_beta must be > 0, got {dro_beta}")
+    if isinstance(dro_beta, bool) or not isinstance(dro_beta, (int, float)) or not dro_beta > 0:
+        raise ValueError(
+            f"dro needs `dro_beta` > 0 (a number; set it in actor.loss_kwargs), got {dro_beta!r}"
+        )
     old_log_prob, log_prob, advantages = _valid(response_mask, old_log_prob, log_prob, advantages)
     log_ratio = log_prob - old_log_prob
     pg_losses = -(log_prob * advantages - 0.5 * dro_beta * log_ratio.square())
@@ -482,6 +486,29 @@ def dppo_kl(
     )
 
 
+@register_policy_loss("reinforce")
+def reinforce(
+    old_log_prob: torch.Tensor,
+    log_prob: torch.Tensor,
+    advantages: torch.Tensor,
+    response_mask: torch.Tensor,
+    loss_agg_mode: str = "seq-mean-token-sum",
+    *,
+    rollout_is_weights: torch.Tensor | None = None,
+    agg_kwargs: dict[str, Any] | None = None,
+    **_: Any,
+) -> LossOutput:
+    """REINFORCE: agg(-A·logπ·w) with the caller's IS weights w (or 1); no ratio, no clipping.
+
+    verl 0.9.1 `compute_policy_loss_reinforce`: `old_log_prob` is the rollout policy's and
+    only feeds `actor/ppo_kl` (the token mean of logπ_rollout - logπ); the weights are
+    treated as constants (detached)."""
+    old_log_prob, log_prob, advantages = _valid(response_mask, old_log_prob, log_prob, advantages)
+    weights = rollout_is_weights.detach() if rollout_is_weights is not None else None
+    loss = _aggregate(-advantages * log_prob, response_mask, loss_agg_mode, weights, agg_kwargs)
+    return loss, _metrics(ppo_kl=masked_mean(old_log_prob - log_prob, response_mask))
+
+
 @register_policy_loss("bypass_mode")
 def bypass_mode(
     old_log_prob: torch.Tensor,
@@ -513,9 +540,15 @@ def bypass_mode(
             **{**kwargs, "rollout_is_weights": None},
         )
     elif loss_type == "reinforce":
-        old_log_prob, log_prob, advantages = _valid(response_mask, old_log_prob, log_prob, advantages)
-        loss = _aggregate(-advantages * log_prob, response_mask, loss_agg_mode, weights, agg_kwargs)
-        pg_metrics = _metrics(ppo_kl=masked_mean(old_log_prob - log_prob, response_mask))
+        loss, pg_metrics = reinforce(
+            old_log_prob,
+            log_prob,
+            advantages,
+            response_mask,
+            loss_agg_mode,
+            rollout_is_weights=weights,
+            agg_kwargs=agg_kwargs,
+        )
     else:
         raise ValueError(f"bypass_mode loss_type must be 'ppo_clip' or 'reinforce', got {loss_type!r}")
     return loss, {**pg_metrics, **metrics}

@@ -55,6 +55,15 @@ ASPECTS = (
 )
 
 
+# meta.json's `setup` (rlrun.training.rundir.run_setup), compared as `setup.<key>`
+SETUP = Aspect(
+    "compute setup",
+    lambda key, _: key.startswith("setup."),
+    "the same recipe computed differently: wall times and throughput are not comparable, and float "
+    "results differ by rounding (more across dtypes or devices)",
+)
+
+
 @dataclass(frozen=True)
 class Incomparability:
     """Runs that differ in one aspect; `differences` maps each differing key to its per-run values."""
@@ -71,19 +80,25 @@ class Incomparability:
 
 
 def check_comparability(
-    names: Sequence[str], recipes: Sequence[Mapping[str, Any] | None]
+    names: Sequence[str],
+    recipes: Sequence[Mapping[str, Any] | None],
+    setups: Sequence[Mapping[str, Any] | None] = (),
 ) -> list[Incomparability]:
-    """One warning per aspect in which any run differs from the reference (the first).
+    """One warning per aspect in which any run differs from the reference (the first): the
+    recipe aspects, then the compute setup (meta.json's `setup`, one per run when given).
 
-    Runs without a resolved recipe cannot be checked and are left out.
+    Runs without a resolved recipe (or a setup) cannot be checked and are left out.
     """
-    if not recipes or recipes[0] is None:
-        return []
     flats = [_effective(flatten(recipe)) if recipe is not None else None for recipe in recipes]
+    setup_views = [
+        {f"setup.{key}": value for key, value in setup.items()} if setup else None for setup in setups
+    ]
+    aspects = [(aspect, [_select(aspect, f) if f is not None else None for f in flats]) for aspect in ASPECTS]
     warnings = []
-    for aspect in ASPECTS:
-        views = [_select(aspect, flat) if flat is not None else None for flat in flats]
-        reference = views[0]
+    for aspect, views in [*aspects, (SETUP, setup_views)]:
+        reference = views[0] if views else None
+        if reference is None:
+            continue
         differing = [i for i, view in enumerate(views) if view is not None and view != reference]
         if not differing:
             continue

@@ -10,9 +10,22 @@ from typing import Any
 
 from rlrun.compare.comparability import Incomparability, check_comparability
 from rlrun.compare.diff import MISSING, DiffRow, diff_recipes
+from rlrun.compare.groups import (
+    SEED_PATH,
+    GroupMetricRow,
+    GroupTarget,
+    SeedGroup,
+    display_name,
+    group_metric_rows,
+    group_targets,
+    seed_groups,
+)
 from rlrun.compare.health import HealthFlag, health_flags
 from rlrun.compare.runs import Run
 from rlrun.compare.stats import MetricRow, Target, TargetHit, first_reaching, metric_rows, select_metrics
+
+# Metrics that move with the seed as much as with a change of setting (see the README's sweep).
+NOISY_METRICS = ("val/", "critic/score/", "critic/rewards/")
 
 
 @dataclass(frozen=True)
@@ -34,6 +47,20 @@ class Comparison:
     metrics: list[MetricRow]
     targets: list[tuple[Target, list[TargetHit | None]]]
     health: list[list[HealthFlag]]  # per run
+    groups: list[SeedGroup]  # runs that differ only in their seed, the reference's group first
+    group_diff: list[DiffRow]  # config diff of the groups (their first runs, seed left out)
+    group_metrics: list[GroupMetricRow]
+    group_targets: list[tuple[Target, list[GroupTarget]]]
+    warnings: list[str]
+
+    @property
+    def by_seed(self) -> bool:
+        """Whether any setting ran at several seeds: the report is then per group."""
+        return any(len(group.members) > 1 for group in self.groups)
+
+    @property
+    def group_labels(self) -> list[str]:
+        return [group.label for group in self.groups]
 
 
 def compare(runs: Sequence[Run], options: CompareOptions = CompareOptions()) -> Comparison:
@@ -43,18 +70,54 @@ def compare(runs: Sequence[Run], options: CompareOptions = CompareOptions()) -> 
     if options.at_step is not None:
         runs = [run.until(options.at_step) for run in runs]
     runs = list(runs)
-    labels = unique_labels([run.name for run in runs])
+    labels = unique_labels([display_name(run) for run in runs])
     recipes = [run.recipe for run in runs]
+    metrics = select_metrics(runs, options.metrics)
+    groups = seed_groups(runs, labels)
+    by_seed = any(len(group.members) > 1 for group in groups)
     return Comparison(
         runs=runs,
         labels=labels,
         options=options,
-        incomparabilities=check_comparability(labels, recipes),
+        incomparabilities=check_comparability(labels, recipes, [run.meta.get("setup") for run in runs]),
         diff=diff_recipes(recipes, show_all=options.show_all),
-        metrics=metric_rows(runs, select_metrics(runs, options.metrics), options.last_k),
+        metrics=metric_rows(runs, metrics, options.last_k),
         targets=[(target, [first_reaching(run, target) for run in runs]) for target in options.targets],
         health=[health_flags(run) for run in runs],
+        groups=groups,
+        group_diff=diff_recipes(
+            [_without_seed(recipes[group.members[0]]) for group in groups], show_all=options.show_all
+        )
+        if by_seed
+        else [],
+        group_metrics=group_metric_rows(runs, groups, metrics, options.last_k) if by_seed else [],
+        group_targets=[(target, group_targets(runs, groups, target)) for target in options.targets]
+        if by_seed
+        else [],
+        warnings=_seed_warnings(groups, metrics),
     )
+
+
+def _without_seed(recipe: dict[str, Any] | None) -> dict[str, Any] | None:
+    if recipe is None:
+        return None
+    section, key = SEED_PATH
+    return {**recipe, section: {k: v for k, v in (recipe.get(section) or {}).items() if k != key}}
+
+
+def _seed_warnings(groups: Sequence[SeedGroup], metrics: Sequence[str]) -> list[str]:
+    """A warning when settings that ran once are compared on a metric that moves with the seed."""
+    noisy = [metric for metric in metrics if metric.startswith(NOISY_METRICS)]
+    single = [group.label for group in groups if len(group.members) == 1]
+    if len(groups) < 2 or not single or not noisy:
+        return []
+    which = "each setting ran" if len(single) == len(groups) else f"{', '.join(single)} ran"
+    message = (
+        f"{which} with one seed: a difference in {', '.join(noisy)} between single runs cannot be told "
+        "from seed noise. Run each setting at several seeds (`rlrun sweep` with `seeds: [0, 1, 2]`) and "
+        "compare the sweep folder."
+    )
+    return [message]
 
 
 def unique_labels(names: Sequence[str]) -> list[str]:
@@ -77,6 +140,23 @@ def algorithm_label(meta: dict[str, Any]) -> str:
     return " × ".join(str(part) for part in parts if part) or "?"
 
 
+def setup_label(meta: dict[str, Any]) -> str:
+    """`1×cpu, float32` or `16×cuda, 2 machines, fsdp2, bfloat16, amp bf16`: meta.json's `setup`
+    (processes × device, machines, strategy, dtype, Accelerate's mixed precision); `?` for a run
+    that predates it."""
+    setup = meta.get("setup") or {}
+    if not setup:
+        return "?"
+    parts = [
+        f"{setup.get('processes', '?')}×{setup.get('device', '?')}",
+        f"{setup['machines']} machines" if setup.get("machines", 1) > 1 else None,
+        None if setup.get("strategy") in (None, "none") else str(setup["strategy"]),
+        str(setup.get("dtype", "?")),
+        None if setup.get("mixed_precision") in (None, "no") else f"amp {setup['mixed_precision']}",
+    ]
+    return ", ".join(part for part in parts if part)
+
+
 def header(run: Run, label: str) -> dict[str, Any]:
     """The facts of one run shown above the tables."""
     meta = run.meta
@@ -85,6 +165,7 @@ def header(run: Run, label: str) -> dict[str, Any]:
         "source": run.source,
         "algorithm": algorithm_label(meta),
         "model": meta.get("model") or (run.recipe or {}).get("model", {}).get("path"),
+        "setup": meta.get("setup"),
         "status": run.status,
         "steps_done": run.last_step,
         "total_steps": meta.get("total_steps"),
@@ -137,8 +218,48 @@ def to_json(comparison: Comparison) -> dict[str, Any]:
         "health": {
             label: [asdict(flag) for flag in flags] for label, flags in zip(labels, comparison.health)
         },
+        "warnings": comparison.warnings,
+        **_groups_json(comparison),
     }
     return _plain(data)
+
+
+def _groups_json(comparison: Comparison) -> dict[str, Any]:
+    """The seed groups, and (with several seeds of a setting) their statistics: `final`/`best` are
+    mean, std, n and the 95 % t-interval (`low`, `high`); `difference` is against the reference
+    group with its Welch interval."""
+    labels = comparison.group_labels
+    return {
+        "groups": [
+            {
+                "label": group.label,
+                "runs": [comparison.labels[i] for i in group.members],
+                "seeds": group.seeds,
+            }
+            for group in comparison.groups
+        ],
+        "group_config_diff": [
+            {"key": row.key, "values": dict(zip(labels, row.values))} for row in comparison.group_diff
+        ],
+        "group_metrics": [
+            {
+                "metric": row.metric,
+                "better": row.direction,
+                "window": row.window,
+                "groups": {label: asdict(stats) for label, stats in zip(labels, row.groups)},
+            }
+            for row in comparison.group_metrics
+        ],
+        "group_targets": [
+            {
+                "metric": target.metric,
+                "op": target.op,
+                "value": target.value,
+                "groups": {label: asdict(item) for label, item in zip(labels, items)},
+            }
+            for target, items in comparison.group_targets
+        ],
+    }
 
 
 def _plain(value: Any) -> Any:
@@ -147,7 +268,8 @@ def _plain(value: Any) -> Any:
         return {key: _plain(item) for key, item in value.items()}
     if isinstance(value, (list, tuple)):
         return [_plain(item) for item in value]
-    if value is MISSING or (isinstance(value, float) and not math.isfinite(value)):
+    # asdict() deep-copies, so an absent value is another instance of MISSING's class
+    if isinstance(value, type(MISSING)) or (isinstance(value, float) and not math.isfinite(value)):
         return None
     return value
 

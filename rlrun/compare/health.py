@@ -155,6 +155,37 @@ def _trend(run: Run, metric: str) -> tuple[float, float, int] | None:
     return early, late, points[-window][0]
 
 
+OVEROPTIMISATION_ACC_DROP = 0.05  # accuracy below its best window by this much (absolute)...
+# ...while the reward stayed at least where it was then: the two have come apart.
+
+
+def reward_up_accuracy_down(run: Run) -> HealthFlag | None:
+    """Over-optimisation: the training reward (`critic/score/mean`, e.g. a learned reward
+    model's score) holds or rises while the accuracy (`reward/acc/mean`, the rule's) falls from
+    its best. When the reward is the accuracy (a rule reward alone) the two cannot part."""
+    score, acc = dict(finite_series(run, "critic/score/mean")), dict(finite_series(run, "reward/acc/mean"))
+    both = [step for step in acc if step in score]
+    if len(both) < 2 * WINDOW:
+        return None
+
+    def window_mean(series: dict[int, float], end: int) -> float:
+        return statistics.fmean(series[step] for step in both[end - WINDOW : end])
+
+    best_end = max(range(WINDOW, len(both) + 1), key=lambda end: window_mean(acc, end))
+    acc_best, acc_late = window_mean(acc, best_end), window_mean(acc, len(both))
+    score_then, score_late = window_mean(score, best_end), window_mean(score, len(both))
+    if acc_best - acc_late < OVEROPTIMISATION_ACC_DROP or score_late < score_then:
+        return None
+    return HealthFlag(
+        "reward-up-accuracy-down",
+        "warning",
+        f"the reward rose from {score_then:.3g} to {score_late:.3g} while accuracy fell from its best "
+        f"{acc_best:.0%} (steps {both[best_end - WINDOW]}-{both[best_end - 1]}) to {acc_late:.0%}: "
+        "the policy is pleasing the reward, not solving the task (over-optimisation)",
+        both[best_end] if best_end < len(both) else both[-1],
+    )
+
+
 CHECKS: tuple[Callable[[Run], HealthFlag | None], ...] = (
     non_finite,
     entropy_collapse,
@@ -162,4 +193,5 @@ CHECKS: tuple[Callable[[Run], HealthFlag | None], ...] = (
     zero_std_groups,
     grad_norm_spikes,
     skipped_updates,
+    reward_up_accuracy_down,
 )

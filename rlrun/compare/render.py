@@ -13,8 +13,10 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from rlrun.compare.comparison import Comparison, header
-from rlrun.compare.diff import MISSING
+from rlrun.compare.comparison import Comparison, header, setup_label
+from rlrun.compare.diff import MISSING, DiffRow
+from rlrun.compare.groups import GroupStats
+from rlrun.compare.intervals import CONFIDENCE, Summary
 from rlrun.compare.sparkline import sparkline
 from rlrun.compare.stats import MetricRow, RunStats, finite_series
 
@@ -28,6 +30,7 @@ CHANGE_STYLE = {
     "unknown": "dim",
 }
 VERDICT_STYLE = {"better": "bold green", "worse": "bold red", "same": "dim", None: "blue"}
+GROUP_VERDICT_STYLE = {"better": "bold green", "worse": "bold red", "same": "dim", "differs": "blue"}
 SPARK_WIDTH = (8, 24)
 METRIC_COLUMNS_WIDTH = 90  # the metric table without its curve column, roughly
 BETTER_HINT = {"higher": "↑ better", "lower": "↓ better", None: ""}
@@ -40,13 +43,25 @@ def render(comparison: Comparison, console: Console, spark_width: int | None = N
     """
     if spark_width is None:
         spark_width = max(SPARK_WIDTH[0], min(SPARK_WIDTH[1], console.width - METRIC_COLUMNS_WIDTH))
+    if comparison.by_seed:
+        parts = (
+            _diff_table(comparison.group_diff, comparison.group_labels, "config diff (seeds aside)"),
+            _group_metric_table(comparison),
+            _verdict_table(comparison),
+            _group_target_table(comparison),
+        )
+    else:
+        parts = (
+            _diff_table(comparison.diff, comparison.labels, "config diff (resolved recipes)"),
+            _metric_table(comparison, spark_width),
+            _target_table(comparison),
+        )
     for part in (
         _header_table(comparison),
         _notes(comparison),
         _warnings(comparison),
-        _diff_table(comparison),
-        _metric_table(comparison, spark_width),
-        _target_table(comparison),
+        _seed_warnings(comparison),
+        *parts,
         _health(comparison),
     ):
         if part is not None:
@@ -78,7 +93,7 @@ def _header_table(comparison: Comparison) -> Table:
         title=f"rlrun compare: {len(comparison.runs)} run(s) against {comparison.labels[0]}{at}",
         title_justify="left",
     )
-    for column in ("run", "algorithm", "model", "status", "steps", "wall time", "git", "seed"):
+    for column in ("run", "algorithm", "model", "setup", "status", "steps", "wall time", "git", "seed"):
         table.add_column(column)
     for index, (run, label) in enumerate(zip(comparison.runs, comparison.labels)):
         facts = header(run, label)
@@ -90,6 +105,7 @@ def _header_table(comparison: Comparison) -> Table:
             Text(label + (" (ref)" if index == 0 else ""), style="bold"),
             facts["algorithm"],
             str(facts["model"] or "—"),
+            setup_label(run.meta),
             status,
             f"{_or_dash(facts['steps_done'])}/{_or_dash(facts['total_steps'])}",
             format_duration(facts["wall_time_s"]),
@@ -120,19 +136,141 @@ def _warnings(comparison: Comparison) -> Panel | None:
     return Panel(Group(*lines), title="not comparable", title_align="left", border_style="yellow")
 
 
-def _diff_table(comparison: Comparison) -> RenderableType:
-    if not comparison.diff:
+def _diff_table(rows: list[DiffRow], labels: list[str], title: str) -> RenderableType:
+    if not rows:
         return Text("config: no differences in the resolved recipes", style="dim")
-    table = Table(title="config diff (resolved recipes)", title_justify="left")
+    table = Table(title=title, title_justify="left")
     table.add_column("key", no_wrap=True)  # keys are what the reader scans for
-    for label in comparison.labels:
+    for label in labels:
         table.add_column(label)
-    for row in comparison.diff:
+    for row in rows:
         cells = [
             Text(_show(value) if change != "unknown" else "?", style=CHANGE_STYLE[change])
             for value, change in zip(row.values, row.changes)
         ]
         table.add_row(row.key, *cells)
+    return table
+
+
+def _seed_warnings(comparison: Comparison) -> RenderableType | None:
+    if not comparison.warnings:
+        return None
+    lines = [Text(f"⚠ {warning}", style="yellow") for warning in comparison.warnings]
+    return Panel(Group(*lines), title="seed noise", title_align="left", border_style="yellow")
+
+
+def _group_metric_table(comparison: Comparison) -> RenderableType:
+    if not comparison.group_metrics:
+        return Text("metrics: none recorded yet", style="dim")
+    k = comparison.options.last_k
+    percent = f"{CONFIDENCE:.0%}"
+    caption = (
+        f"final: each run's mean of its last {k} values (val/*: its latest evaluation); mean ± std over "
+        f"the seeds, and the {percent} t-interval of that mean. best: each run's best value, mean ± std."
+    )
+    table = Table(title="metrics over seeds", title_justify="left", caption=caption, caption_justify="left")
+    for column, justify in (
+        ("metric", "left"),
+        ("setting", "left"),
+        ("n", "right"),
+        ("final", "right"),
+        (f"{percent} interval", "right"),
+        ("best", "right"),
+    ):
+        table.add_column(column, justify=justify, no_wrap=column != "metric")
+    table.columns[0].overflow = "fold"  # never hide part of a metric name
+    for row in comparison.group_metrics:
+        for index, (label, stats) in enumerate(zip(comparison.group_labels, row.groups)):
+            table.add_row(
+                _metric_name(row.metric, row.direction) if index == 0 else "",
+                label,
+                str(stats.final.n) if stats.final else "0",
+                _mean_std(stats.final),
+                _interval(stats.final),
+                _mean_std(stats.best),
+                end_section=index == len(row.groups) - 1,
+            )
+    return table
+
+
+def _verdict_table(comparison: Comparison) -> RenderableType | None:
+    """Each setting against the reference setting: the difference of the final values, its Welch
+    interval, and what it means."""
+    rows = [
+        (row, label, stats)
+        for row in comparison.group_metrics
+        for label, stats in list(zip(comparison.group_labels, row.groups))[1:]
+    ]
+    if not rows:
+        return None
+    caption = f"Δ final: the difference of the mean final values, with Welch's {CONFIDENCE:.0%} interval"
+    table = Table(
+        title=f"against {comparison.group_labels[0]}",
+        title_justify="left",
+        caption=caption,
+        caption_justify="left",
+    )
+    for column, justify in (
+        ("metric", "left"),
+        ("setting", "left"),
+        ("Δ final", "right"),
+        ("verdict", "left"),
+    ):
+        table.add_column(column, justify=justify, no_wrap=column != "metric")
+    table.columns[0].overflow = "fold"
+    for row, label, stats in rows:
+        table.add_row(_metric_name(row.metric, row.direction), label, _group_delta(stats), _verdict(stats))
+    return table
+
+
+def _metric_name(metric: str, direction: str | None) -> Text:
+    return Text(metric, style="bold") + Text(f" {BETTER_HINT[direction]}", style="dim")
+
+
+def _mean_std(summary: Summary | None) -> str:
+    if summary is None:
+        return "—"
+    return format_number(summary.mean) + ("" if summary.std is None else f" ± {summary.std:.2g}")
+
+
+def _interval(summary: Summary | None) -> str:
+    if summary is None or summary.low is None or summary.high is None:
+        return "—"
+    return f"[{format_number(summary.low)}, {format_number(summary.high)}]"
+
+
+def _group_delta(stats: GroupStats) -> Text:
+    difference = stats.difference
+    if difference is None:
+        return Text("—", style="dim")
+    text = f"{difference.delta:+.3g}"
+    if difference.low is not None and difference.high is not None:
+        text += f" [{difference.low:+.2g}, {difference.high:+.2g}]"
+    return Text(text, style=GROUP_VERDICT_STYLE.get(stats.verdict or "", "yellow"))
+
+
+def _verdict(stats: GroupStats) -> Text:
+    return Text(stats.verdict or "—", style=GROUP_VERDICT_STYLE.get(stats.verdict or "", "yellow"))
+
+
+def _group_target_table(comparison: Comparison) -> Table | None:
+    if not comparison.group_targets:
+        return None
+    table = Table(title="time to target over seeds", title_justify="left")
+    for column in ("target", "setting", "reached", "step", f"{CONFIDENCE:.0%} interval", "wall time"):
+        table.add_column(column)
+    for target, items in comparison.group_targets:
+        for index, (label, item) in enumerate(zip(comparison.group_labels, items)):
+            wall = item.wall_time_s
+            table.add_row(
+                str(target) if index == 0 else "",
+                label,
+                f"{item.reached}/{item.runs}",
+                _mean_std(item.steps),
+                _interval(item.steps),
+                format_duration(wall.mean) if wall else "—",
+                end_section=index == len(items) - 1,
+            )
     return table
 
 
@@ -158,9 +296,8 @@ def _metric_table(comparison: Comparison, spark_width: int) -> RenderableType:
     for row in comparison.metrics:
         curves = _curves(comparison, row, spark_width)
         for index, (label, stats, curve) in enumerate(zip(comparison.labels, row.runs, curves)):
-            name = Text(row.metric, style="bold") + Text(f" {BETTER_HINT[row.direction]}", style="dim")
             table.add_row(
-                name if index == 0 else "",
+                _metric_name(row.metric, row.direction) if index == 0 else "",
                 label,
                 format_number(stats.mean_last_k),
                 Text("ref", style="dim") if index == 0 else _delta(stats, row.runs[0]),

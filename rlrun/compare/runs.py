@@ -1,4 +1,4 @@
-"""Reading run directories, robustly: in progress, crashed, resumed, or named by W&B path.
+"""Reading run directories, robustly: in progress, crashed or resumed (W&B runs: `wandb_runs.py`).
 
 The format is the run-directory contract in docs/architecture.md. A run may be read while
 `rlrun train` is still appending to it, or after a crash left half a line behind, so every
@@ -10,13 +10,17 @@ from __future__ import annotations
 import difflib
 import json
 import math
+import os
+import socket
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-WANDB_PREFIX = "wandb:"
 AXIS_KEYS = ("step", "wall_time_s", "samples")  # per-row coordinates, not metrics
 RUN_FILES = ("meta.json", "metrics.jsonl", "resolved.yaml")
 _NON_FINITE = {
@@ -27,6 +31,33 @@ _NON_FINITE = {
     "-inf": -math.inf,
     "-infinity": -math.inf,
 }
+
+
+STALE_AFTER_S = 30 * 60  # no heartbeat for this long from a run on another machine: "stale"
+
+
+def live_status(meta: dict[str, Any], *, now: float, hostname: str, pid_alive: Callable[[int], bool]) -> str:
+    """What a run's meta.json status means now (see `Run.status`)."""
+    status = str(meta.get("status") or "unknown")
+    if status != "running":
+        return status
+    if meta.get("hostname") == hostname and isinstance(meta.get("pid"), int):
+        return "running" if pid_alive(meta["pid"]) else "crashed"
+    try:
+        heartbeat = datetime.fromisoformat(str(meta["heartbeat"])).timestamp()
+    except (KeyError, ValueError):
+        return status  # written before heartbeats were recorded
+    return "stale" if now - heartbeat > STALE_AFTER_S else status
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, someone else's
+        return True
+    return True
 
 
 class RunReadError(Exception):
@@ -47,7 +78,9 @@ class Run:
 
     @property
     def status(self) -> str:
-        return str(self.meta.get("status") or "unknown")
+        """meta.json's status, except that a "running" run whose process is gone reads as
+        "crashed", and one on another machine with no step for `STALE_AFTER_S` as "stale"."""
+        return live_status(self.meta, now=time.time(), hostname=socket.gethostname(), pid_alive=_pid_alive)
 
     @property
     def last_step(self) -> int | None:
@@ -74,11 +107,7 @@ class Run:
 
 
 def load_run(ref: str, runs_dir: Path | str = "runs") -> Run:
-    """Read a run given as a directory, a run name under `runs_dir`, or `wandb:entity/project/id`."""
-    if ref.startswith(WANDB_PREFIX):
-        from rlrun.compare.wandb_runs import load_wandb_run  # it builds on this module
-
-        return load_wandb_run(ref[len(WANDB_PREFIX) :])
+    """Read a run given as a directory or a run name under `runs_dir`."""
     path = resolve_run_dir(ref, Path(runs_dir))
     notes: list[str] = []
     meta = _read_meta(path / "meta.json", notes)

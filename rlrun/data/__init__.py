@@ -6,14 +6,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from rlrun.data.dataset import LengthReport, PromptDataset, build_prompt_dataset, get_field
+from rlrun.data.dataset import LengthReport, PromptDataset, build_prompt_dataset, check_data_file, get_field
 from rlrun.data.padding import left_pad
 from rlrun.data.sampler import PromptSampler
 from rlrun.data.sources import ARITHMETIC, DataError, is_split_source, load_file, load_records
 from rlrun.schema.data import PROMPT_PLACEHOLDER
 
 
-def load_prompt_datasets(data: Mapping[str, Any], tokenizer: Any) -> tuple[PromptDataset, PromptDataset | None]:
+def load_prompt_datasets(
+    data: Mapping[str, Any], tokenizer: Any
+) -> tuple[PromptDataset, PromptDataset | None]:
     """The train and validation datasets of a recipe's ``data`` section (a mapping).
 
     Validation comes from ``val_source`` when set; otherwise from the generator's validation
@@ -33,10 +35,14 @@ def load_prompt_datasets(data: Mapping[str, Any], tokenizer: Any) -> tuple[Promp
     train = build_prompt_dataset(load_records(source, "train", arithmetic), tokenizer, name=source, **options)
     if val_source is None and not is_split_source(source):
         return train, None
-    val_records = load_records(val_source or source, "validation", arithmetic)
-    if val_records is None:
-        return train, None
-    return train, build_prompt_dataset(val_records, tokenizer, name=f"{val_source or source} (validation)", **options)
+    try:
+        val_records = load_records(val_source or source, "validation", arithmetic)
+        if val_records is None:
+            return train, None
+        name = f"{val_source or source} (validation)"
+        return train, build_prompt_dataset(val_records, tokenizer, name=name, **options)
+    except DataError as err:
+        raise err.for_key("data.val_source" if val_source else "data.source") from None
 
 
 __all__ = [
@@ -45,6 +51,7 @@ __all__ = [
     "PromptDataset",
     "PromptSampler",
     "build_prompt_dataset",
+    "check_data_file",
     "get_field",
     "left_pad",
     "load_file",

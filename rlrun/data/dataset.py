@@ -10,7 +10,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from rlrun.data.sources import DataError
+from rlrun.data.sources import DataError, read_columns
 from rlrun.schema.data import PROMPT_PLACEHOLDER
 
 logger = logging.getLogger("rlrun.data")
@@ -34,7 +34,9 @@ class LengthReport:
         text = f"{kept} of {self.total} prompts kept"
         if self.dropped or self.truncated:
             action = "dropped" if self.dropped else "truncated to their last tokens"
-            text += f" ({self.dropped or self.truncated} longer than {self.max_prompt_tokens} tokens {action})"
+            text += (
+                f" ({self.dropped or self.truncated} longer than {self.max_prompt_tokens} tokens {action})"
+            )
         return text
 
 
@@ -47,6 +49,7 @@ class PromptDataset:
     ground_truths: list[str]
     extra: dict[str, list[Any]] = field(default_factory=dict)  # other columns, passed to rewards
     report: LengthReport | None = None
+    chat: bool = False  # the records' prompts were chat messages (TRL-style rewards see messages)
 
     def __len__(self) -> int:
         return len(self.prompts)
@@ -58,6 +61,7 @@ class PromptDataset:
             [self.prompt_ids[i] for i in indices],
             [self.ground_truths[i] for i in indices],
             {k: [col[i] for i in indices] for k, col in self.extra.items()},
+            chat=self.chat,
         )
 
 
@@ -69,6 +73,38 @@ def get_field(record: dict[str, Any], key: str) -> Any:
             raise KeyError(key)
         value = value[part]
     return value
+
+
+def check_data_file(path: str, *, prompt_key: str, answer_key: str, key: str = "data.source") -> None:
+    """Raises DataError unless the file reads and has the prompt and answer keys, judged from
+    its first record (.jsonl, .json) or its schema (.parquet): what validation can afford."""
+    columns, first = read_columns(path)
+    if not columns:
+        raise DataError(path, "the file holds no records", key=key)
+    for setting, wanted, fallback in (
+        ("prompt_key", prompt_key, None),
+        ("answer_key", answer_key, VERL_ANSWER_KEY),
+    ):
+        candidates = [wanted, fallback] if fallback else [wanted]
+        if first is not None:
+            found = any(_has_field(first, name) for name in candidates)
+        else:  # a parquet schema: nested keys are checked down to their top-level column
+            found = any(name.split(".")[0] in columns for name in candidates)
+        if not found:
+            where = "the first record" if first is not None else "the file"
+            raise DataError(
+                path,
+                f"{where} has no {wanted!r} (keys: {', '.join(sorted(columns))}); set data.{setting}",
+                key=key,
+            )
+
+
+def _has_field(record: dict[str, Any], key: str) -> bool:
+    try:
+        get_field(record, key)
+    except KeyError:
+        return False
+    return True
 
 
 def build_prompt_dataset(
@@ -111,9 +147,10 @@ def build_prompt_dataset(
     if too_long and overlong == "error":
         first = too_long[0]
         raise DataError(
-            f"{name}: {len(too_long)} prompts are longer than max_prompt_tokens={limit} "
+            name,
+            f"{len(too_long)} prompts are longer than max_prompt_tokens={limit} "
             f"(record {first} has {len(ids[first])} tokens); raise data.max_prompt_tokens or set "
-            "data.overlong_prompts to drop | truncate"
+            "data.overlong_prompts to drop | truncate",
         )
     if overlong == "truncate":
         for i in too_long:
@@ -123,13 +160,16 @@ def build_prompt_dataset(
     else:
         dropped = set(too_long)
         keep = [i for i in range(len(ids)) if i not in dropped]
-    report = LengthReport(len(ids), len(ids) - len(keep), len(too_long) if overlong == "truncate" else 0, limit)
+    report = LengthReport(
+        len(ids), len(ids) - len(keep), len(too_long) if overlong == "truncate" else 0, limit
+    )
     if too_long:
         logger.warning("%s: %s", name, report)
-    dataset = PromptDataset(texts, ids, truths, extra).take(list(keep))
+    dataset = PromptDataset(texts, ids, truths, extra, chat=any(isinstance(p, list) for p in raw_prompts))
+    dataset = dataset.take(list(keep))
     dataset.report = report
     if not len(dataset):
-        raise DataError(f"{name}: no prompts left ({report})")
+        raise DataError(name, f"no prompts left ({report})")
     return dataset
 
 
@@ -137,7 +177,7 @@ def _use_chat_template(tokenizer: Any, mode: ChatTemplateMode | str, name: str) 
     has_template = bool(getattr(tokenizer, "chat_template", None))
     if mode in (True, "true"):
         if not has_template:
-            raise DataError(f"{name}: data.apply_chat_template is true but the tokenizer has no chat template")
+            raise DataError(name, "data.apply_chat_template is true but the tokenizer has no chat template")
         return True
     if mode in (False, "false"):
         return False
@@ -155,8 +195,11 @@ def _messages(
     elif isinstance(prompt, list) and all(isinstance(m, dict) and "content" in m for m in prompt):
         messages = [dict(m) for m in prompt]
     else:
-        raise DataError(f"{name}: record {index}: a prompt must be a string or a list of chat messages, "
-                        f"got {type(prompt).__name__}")
+        raise DataError(
+            name,
+            f"record {index}: a prompt must be a string or a list of chat messages, "
+            f"got {type(prompt).__name__}",
+        )
     users = [m for m in messages if m.get("role", "user") == "user"]
     if users:
         users[-1]["content"] = template.replace(PROMPT_PLACEHOLDER, str(users[-1]["content"]))
@@ -175,7 +218,7 @@ def _field(record: dict[str, Any], key: str, index: int, name: str) -> Any:
     try:
         return get_field(record, key)
     except KeyError:
-        raise DataError(f"{name}: record {index} has no {key!r} (keys: {', '.join(sorted(record))})") from None
+        raise DataError(name, f"record {index} has no {key!r} (keys: {', '.join(sorted(record))})") from None
 
 
 def _answer(record: dict[str, Any], key: str, index: int, name: str) -> str:
@@ -186,7 +229,8 @@ def _answer(record: dict[str, Any], key: str, index: int, name: str) -> str:
             value = get_field(record, VERL_ANSWER_KEY)
         except KeyError:
             raise DataError(
-                f"{name}: record {index} has neither {key!r} nor {VERL_ANSWER_KEY!r} "
-                f"(keys: {', '.join(sorted(record))}); set data.answer_key"
+                name,
+                f"record {index} has neither {key!r} nor {VERL_ANSWER_KEY!r} "
+                f"(keys: {', '.join(sorted(record))}); set data.answer_key",
             ) from None
     return value if isinstance(value, str) else str(value)

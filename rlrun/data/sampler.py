@@ -35,8 +35,13 @@ class PromptSampler:
         return np.concatenate(taken).tolist() if taken else []
 
     def state_dict(self) -> dict[str, Any]:
-        return {"epoch": self.epoch, "position": self.position, "size": self.size,
-                "shuffle": self.shuffle, "seed": self.seed}
+        return {
+            "epoch": self.epoch,
+            "position": self.position,
+            "size": self.size,
+            "shuffle": self.shuffle,
+            "seed": self.seed,
+        }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         mine = (self.size, self.shuffle, self.seed)

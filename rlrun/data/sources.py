@@ -2,22 +2,46 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from rlrun.errors import ConfigIssue, RecipeError
 from rlrun.tasks.arithmetic import ArithmeticTask
 
 ARITHMETIC = "rlrun:arithmetic"
 FILE_SUFFIXES = (".jsonl", ".json", ".parquet")
+DATA_EXTRA = "pip install 'rlrun[data]'"
 
 
-class DataError(ValueError):
-    """A dataset cannot be loaded or does not fit the recipe (missing keys, overlong prompts...)."""
+class DataError(RecipeError, ValueError):
+    """A dataset cannot be loaded or does not fit the recipe (missing keys, overlong prompts...):
+    a recipe error located at the data file (and line) and the recipe key naming it, so every
+    command reports it as one paragraph with exit code 2."""
+
+    def __init__(self, where: str, reason: str, *, line: int | None = None, key: str = "data.source"):
+        issue = ConfigIssue(
+            reason,
+            key=key,
+            code="data",
+            file=where,
+            line=line,
+            column=1 if line is not None else None,
+            fix=f"correct the data, or point `{key}` at data that fits the recipe",
+        )
+        super().__init__([issue])
+        self.where, self.reason, self.line = where, reason, line
+
+    def for_key(self, key: str) -> DataError:
+        """The same problem, blamed on another recipe key (`data.val_source`)."""
+        return DataError(self.where, self.reason, line=self.line, key=key)
 
 
-def load_records(source: str, split: str, arithmetic: Mapping[str, Any] | None = None) -> list[dict[str, Any]] | None:
+def load_records(
+    source: str, split: str, arithmetic: Mapping[str, Any] | None = None
+) -> list[dict[str, Any]] | None:
     """Records of ``split`` ("train" | "validation"); None when the source has no such split.
 
     ``rlrun:arithmetic`` uses the ``data.arithmetic`` settings; a file is one split by itself;
@@ -39,48 +63,103 @@ def is_split_source(source: str) -> bool:
     return source == ARITHMETIC or source.startswith("hf:")
 
 
+def reader_package(source: str) -> str | None:
+    """The optional package that reads `source` (`pyarrow` for parquet files, `datasets` for
+    the hub), or None when it needs none."""
+    if source.startswith("hf:"):
+        return "datasets"
+    return "pyarrow" if source.endswith(".parquet") else None
+
+
+def missing_reader(source: str) -> str | None:
+    """The package `source` needs that is not installed here, or None."""
+    package = reader_package(source)
+    return package if package is not None and importlib.util.find_spec(package) is None else None
+
+
 def load_file(path: str | Path) -> list[dict[str, Any]]:
     """Records of a ``.jsonl``, ``.json`` (a list of objects) or ``.parquet`` file."""
     path = Path(path)
     if path.suffix not in FILE_SUFFIXES:
-        raise DataError(f"{path}: unsupported data file type {path.suffix!r}; use one of {', '.join(FILE_SUFFIXES)}")
+        raise DataError(
+            str(path), f"unsupported data file type {path.suffix!r}; use one of {', '.join(FILE_SUFFIXES)}"
+        )
     if not path.is_file():
-        raise DataError(f"{path}: no such data file")
+        raise DataError(str(path), "no such data file")
     if path.suffix == ".parquet":
-        import pyarrow.parquet as pq
-
-        return pq.read_table(path).to_pylist()
-    text = path.read_text(encoding="utf-8")
-    if path.suffix == ".jsonl":
-        records = []
-        for number, line in enumerate(text.splitlines(), 1):
-            if not line.strip():
-                continue
-            try:
-                records.append(json.loads(line))
-            except json.JSONDecodeError as err:
-                raise DataError(f"{path}:{number}: invalid JSON ({err.msg})") from err
-        return records
-    records = json.loads(text)
-    if not isinstance(records, list) or not all(isinstance(r, dict) for r in records):
-        raise DataError(f"{path}: a .json dataset must be a list of objects")
+        if missing_reader(str(path)):
+            raise DataError(str(path), f"reading parquet needs the `pyarrow` package ({DATA_EXTRA})")
+        table = _parquet(path, lambda pq: pq.read_table(path))
+        return table.to_pylist()
+    records = [record for _, record in _json_records(path)]
+    if path.suffix == ".json" and not all(isinstance(r, dict) for r in records):
+        raise DataError(str(path), "a .json dataset must be a list of objects")
     return records
 
 
-def _load_hub(spec: str, split: str) -> list[dict[str, Any]] | None:
+def read_columns(path: str | Path) -> tuple[set[str], dict[str, Any] | None]:
+    """Cheaply, what a data file holds: its top-level column names, and its first record when
+    reading one is cheap (a .jsonl line; a .parquet file gives only its schema). Raises DataError."""
+    path = Path(path)
+    if path.suffix == ".parquet":
+        schema = _parquet(path, lambda pq: pq.read_schema(path))
+        return set(schema.names), None
+    first = next(_json_records(path), None)
+    return (set(first[1]) if first else set()), (first[1] if first else None)
+
+
+def _parquet(path: Path, read: Any) -> Any:
+    import pyarrow
+    import pyarrow.parquet as pq
+
     try:
-        import datasets
-    except ImportError:
-        raise DataError(f"hf:{spec} needs the `datasets` package (pip install 'rlrun[data]')") from None
+        return read(pq)
+    except (pyarrow.ArrowException, OSError) as err:
+        raise DataError(str(path), f"not a readable Parquet file ({err})") from None
+
+
+def _json_records(path: Path) -> Iterator[tuple[int, Any]]:
+    """(line, record) of a .jsonl file one line at a time, or of a .json file's list."""
+    try:
+        with path.open(encoding="utf-8") as lines:
+            if path.suffix == ".json":
+                records = json.load(lines)
+                if not isinstance(records, list):
+                    raise DataError(str(path), "a .json dataset must be a list of objects")
+                yield from ((1, record) for record in records)
+                return
+            for number, line in enumerate(lines, 1):
+                if not line.strip():
+                    continue
+                try:
+                    record = json.loads(line)
+                except json.JSONDecodeError as err:
+                    raise DataError(str(path), f"invalid JSON ({err.msg})", line=number) from None
+                if not isinstance(record, dict):
+                    raise DataError(str(path), "each line must be a JSON object", line=number)
+                yield number, record
+    except json.JSONDecodeError as err:
+        raise DataError(str(path), f"invalid JSON ({err.msg})", line=err.lineno) from None
+    except UnicodeDecodeError as err:
+        raise DataError(str(path), f"not UTF-8 text ({err.reason} at byte {err.start})") from None
+    except OSError as err:
+        raise DataError(str(path), f"cannot be read ({err.strerror or err})") from None
+
+
+def _load_hub(spec: str, split: str) -> list[dict[str, Any]] | None:
+    if missing_reader(f"hf:{spec}"):
+        raise DataError(f"hf:{spec}", f"needs the `datasets` package ({DATA_EXTRA})")
+    import datasets
+
     name, _, config = spec.partition(":")
     try:
         available = datasets.get_dataset_split_names(name, config or None)
     except Exception as err:  # network, authentication, unknown name: all reported the same way
-        raise DataError(f"hf:{spec}: cannot load the dataset ({type(err).__name__}: {err})") from err
+        raise DataError(f"hf:{spec}", f"cannot load the dataset ({type(err).__name__}: {err})") from err
     wanted = ["train"] if split == "train" else ["validation", "test"]
     chosen = next((s for s in wanted if s in available), None)
     if chosen is None:
         if split == "train":
-            raise DataError(f"hf:{spec} has no 'train' split (splits: {', '.join(available)})")
+            raise DataError(f"hf:{spec}", f"has no 'train' split (splits: {', '.join(available)})")
         return None
     return datasets.load_dataset(name, config or None, split=chosen).to_list()

@@ -12,7 +12,8 @@ from typing import Any
 from rlrun.errors import ConfigIssue
 from rlrun.recipes.builtin import BUILTIN_DIR, builtin_names, builtin_path
 from rlrun.recipes.keys import KeyPath, did_you_mean
-from rlrun.recipes.provenance import Provenance, Source, SourceKind
+from rlrun.recipes.paths import anchor_paths
+from rlrun.recipes.provenance import Provenance, Source, SourceKind, paths_in
 from rlrun.recipes.yaml_io import Mark, parse_document
 
 
@@ -44,19 +45,34 @@ def _read(path: Path, kind: SourceKind, stack: list[Path], issues: list[ConfigIs
     if path.resolve() == (BUILTIN_DIR / "base.yaml").resolve():
         kind = "default"  # the built-in base *is* the defaults
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
+        raw = path.read_bytes()
+        text = raw.decode("utf-8")
+    except OSError as exc:
         issues.append(
             ConfigIssue(
-                f"the recipe cannot be read: {exc}",
+                f"the recipe cannot be read: {exc.strerror or exc}",
                 code="recipe-unreadable",
                 file=name,
-                fix="save it as a UTF-8 text file that you can read",
+                fix="check that the file exists and that you may read it",
+            )
+        )
+        return []
+    except UnicodeDecodeError as exc:
+        line_start = raw.rfind(b"\n", 0, exc.start) + 1
+        issues.append(
+            ConfigIssue(
+                f"the recipe is not UTF-8 text: byte 0x{raw[exc.start]:02x} cannot be decoded",
+                code="recipe-unreadable",
+                file=name,
+                line=raw.count(b"\n", 0, exc.start) + 1,
+                column=exc.start - line_start + 1,
+                fix="save the file as UTF-8 (most editors offer it under 'Save with encoding')",
             )
         )
         return []
     data, marks, found = parse_document(text, name)
     issues.extend(found)
+    anchor_paths(data, path.parent)  # relative paths start at the file that wrote them
     sources = {key: Source(kind, name, mark.line, mark.column) for key, mark in marks.items() if key}
     parents: list[Layer] = []
     if "extends" in data:
@@ -86,9 +102,18 @@ def _resolve_extends(
             fix="write e.g. `extends: grpo`",
         )
         return None
-    target = (path.parent / ref) if is_path else builtin_path(ref)
-    if is_path and not target.is_file() and builtin_path(ref) is not None:  # `extends: real/grpo_smollm2`
-        target = builtin_path(ref)
+    target = (path.parent / ref) if is_path else None
+    if target is None or not target.is_file():  # `gsm8k/grpo_qwen2.5-0.5b`: a built-in in a subfolder
+        target = builtin_path(ref) or target
+    if target is not None and target.is_dir():
+        problem(
+            f"the recipe to extend, {ref!r}, is a folder, not a recipe file (paths are relative to this "
+            f"file: {display_path(target)})",
+            code="extends-folder",
+            found=repr(ref),
+            fix="name a .yaml file inside it",
+        )
+        return None
     if target is None or not target.is_file():
         if is_path:
             problem(
@@ -140,8 +165,8 @@ def _merge_into(
         path = (*prefix, key)
         if isinstance(value, dict) and isinstance(target.get(key), dict):
             if path in sources:
-                provenance.sources[path] = sources[path]
+                provenance.record(path, sources[path])
             _merge_into(target[key], value, path, sources, provenance)
         else:
             target[key] = copy.deepcopy(value)
-            provenance.replace(path, {k: s for k, s in sources.items() if k[: len(path)] == path})
+            provenance.replace(path, {p: sources[p] for p in paths_in(value, path) if p in sources})

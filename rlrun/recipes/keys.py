@@ -9,6 +9,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from rlrun.convert.verl_keys import lookup as verl_lookup
 from rlrun.schema import Recipe
 
 KeyPath = tuple[str | int, ...]  # ("actor", "optimizer", "lr"); list items by index
@@ -74,3 +75,36 @@ def did_you_mean(candidates: list[str]) -> str | None:
     if not candidates:
         return None
     return "did you mean " + " or ".join(f"`{c}`" for c in candidates) + "?"
+
+
+def unknown_key_hint(path: KeyPath, value: Any = None) -> str | None:
+    """The hint for an unknown key: the rlrun name of a verl key (with its unit change), else a
+    did-you-mean. `value` is what the key holds (a verl section's keys are looked up one by one)."""
+    return _verl_hint(path, value) or did_you_mean(suggest_keys(path))
+
+
+def _verl_hint(path: KeyPath, value: Any) -> str | None:
+    own_sections = set(Recipe.model_fields)
+    hints = []
+    for key in [dotted((*path, *leaf)) for leaf in _leaves(value)]:
+        found = verl_lookup(key)
+        if found is None or (found[0].endswith(".*") and key.split(".")[0] in own_sections):
+            continue  # a typo in an rlrun section is not a verl name
+        row = found[1]
+        note = f" ({row.note})" if row.note else ""
+        hints.append(
+            f"`{key}` is verl's name for `{row.rlrun}`{note}"
+            if row.rlrun
+            else f"verl's `{key}` has no rlrun equivalent{note}"
+        )
+    if not hints:
+        return None
+    more = [f"and {len(hints) - 3} more"] if len(hints) > 3 else []
+    return "; ".join(hints[:3] + more) + " (`rlrun convert verl` converts a whole verl command line)"
+
+
+def _leaves(value: Any) -> list[tuple[str, ...]]:
+    """The key paths of a mapping's values, relative to it; [()] for a value that is no mapping."""
+    if not isinstance(value, dict) or not value:
+        return [()]
+    return [(str(key), *rest) for key, sub in value.items() for rest in _leaves(sub)]

@@ -14,6 +14,7 @@ from rlrun.recipes.builtin import builtin_names, builtin_path
 from rlrun.recipes.inherit import display_path, merge, read_chain
 from rlrun.recipes.names import check_names, import_plugins
 from rlrun.recipes.overrides import apply_overrides
+from rlrun.recipes.paths import anchor_paths
 from rlrun.recipes.provenance import Provenance
 from rlrun.recipes.rules import check_rules
 from rlrun.recipes.schema_issues import schema_issues, without_invalid
@@ -50,16 +51,22 @@ def resolve_recipe_path(ref: str | Path) -> Path:
 
 
 def load_recipe(
-    path: str | Path, overrides: Sequence[str] = (), strict: bool = False, environment: bool = True
+    path: str | Path,
+    overrides: Sequence[str] = (),
+    strict: bool = False,
+    environment: bool = True,
+    import_modules: bool = True,
 ) -> LoadedRecipe:
     """Read, inherit, override and validate a recipe. Raises RecipeError with every problem;
     with `strict`, notices count as problems too; `environment=False` skips the checks of this
-    machine (vLLM, GPU) for a recipe meant to run elsewhere."""
+    machine (vLLM, GPU) for a recipe meant to run elsewhere; `import_modules=False` runs no user
+    code (reward and plugin modules are only looked up, not imported)."""
     path = resolve_recipe_path(path)
     issues: list[ConfigIssue] = []
     data, provenance = merge(read_chain(path, issues), display_path(path))
     issues += apply_overrides(data, provenance, overrides)
-    issues += import_plugins(data, provenance)
+    anchor_paths(data, Path.cwd(), only=lambda key: provenance.of(key).kind == "override")
+    issues += import_plugins(data, provenance, execute=import_modules)
     try:
         recipe = Recipe.model_validate(data)
     except ValidationError as exc:
@@ -68,7 +75,7 @@ def load_recipe(
     notices: list[ConfigIssue] = []
     if recipe is not None:  # the rules can still look at what the schema accepted
         rule_errors, notices = check_rules(recipe, provenance, environment=environment)
-        issues += [*check_names(recipe, provenance), *rule_errors]
+        issues += [*check_names(recipe, provenance, execute=import_modules), *rule_errors]
     if strict:
         issues, notices = issues + notices, []
     if issues:

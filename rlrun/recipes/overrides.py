@@ -9,8 +9,8 @@ from typing import Any
 import yaml
 
 from rlrun.errors import ConfigIssue
-from rlrun.recipes.keys import KeyPath, all_keys, did_you_mean, dotted, suggest_keys
-from rlrun.recipes.provenance import Provenance, Source
+from rlrun.recipes.keys import KeyPath, all_keys, dotted, unknown_key_hint
+from rlrun.recipes.provenance import Provenance, Source, paths_in
 from rlrun.recipes.yaml_io import parse_value
 
 
@@ -65,9 +65,10 @@ def _apply(data: dict[str, Any], provenance: Provenance, text: str) -> None:
             key=key,
             fix="quote the value for the shell, e.g. 'key=[a, b]'",
         ) from None
+    written = _first_missing(data, path)  # missing mappings the override creates are its own
     container, last = _parent(data, path, create=True)
     container[last] = value  # type: ignore[index]
-    provenance.replace(path, {sub: source for sub in [path, *_subpaths(value, path)]})
+    provenance.replace(written, {sub: source for sub in paths_in(_get(data, written), written)})
 
 
 def _parse_key(key: str) -> KeyPath:
@@ -125,7 +126,7 @@ def _delete(data: dict[str, Any], path: KeyPath) -> None:
     except (_OverrideProblem, KeyError):
         if path in all_keys():
             return  # not written anywhere: it already has its default
-        hint = did_you_mean(suggest_keys(path))
+        hint = unknown_key_hint(path)
         raise _OverrideProblem(
             "no recipe has this key" + (f"; {hint}" if hint else ""),
             key=dotted(path),
@@ -133,14 +134,23 @@ def _delete(data: dict[str, Any], path: KeyPath) -> None:
         ) from None
 
 
-def _subpaths(value: Any, prefix: KeyPath) -> list[KeyPath]:
-    if isinstance(value, dict):
-        items = value.items()
-    elif isinstance(value, list):
-        items = enumerate(value)
-    else:
-        return []
-    out: list[KeyPath] = []
-    for key, sub in items:
-        out += [(*prefix, key), *_subpaths(sub, (*prefix, key))]
-    return out
+def _first_missing(data: dict[str, Any], path: KeyPath) -> KeyPath:
+    """The shortest prefix of `path` whose mapping key is not in `data` yet (else `path`)."""
+    node: Any = data
+    for depth, part in enumerate(path):
+        if isinstance(node, dict):
+            if part not in node:
+                return path[: depth + 1]
+            node = node[part]
+        elif isinstance(node, list) and isinstance(part, int) and -len(node) <= part < len(node):
+            node = node[part]
+        else:
+            break  # _parent reports the path that does not fit
+    return path
+
+
+def _get(data: dict[str, Any], path: KeyPath) -> Any:
+    node: Any = data
+    for part in path:
+        node = node[part]
+    return node

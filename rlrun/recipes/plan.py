@@ -18,6 +18,7 @@ class BatchPlan:
     mini_batch_samples: int
     micro_batch_samples: int
     ppo_epochs: int
+    micro_batch_tokens: int | None = None  # micro-batches cut by padded tokens instead (count varies)
 
     @property
     def samples(self) -> int:
@@ -28,7 +29,10 @@ class BatchPlan:
         return self.samples // self.mini_batch_samples
 
     @property
-    def micro_batches_per_mini_batch(self) -> int:
+    def micro_batches_per_mini_batch(self) -> int | None:
+        """None when micro-batches are cut by tokens: their number depends on the lengths."""
+        if self.micro_batch_tokens is not None:
+            return None
         return self.mini_batch_samples // self.micro_batch_samples
 
     @property
@@ -53,6 +57,7 @@ def batch_plan(recipe: Recipe) -> BatchPlan:
         mini_batch_samples=recipe.actor.mini_batch_samples,
         micro_batch_samples=recipe.actor.micro_batch_samples,
         ppo_epochs=recipe.actor.ppo_epochs,
+        micro_batch_tokens=recipe.actor.micro_batch_tokens,
     )
 
 

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections import defaultdict
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from rlrun.errors import ConfigIssue
 from rlrun.recipes.keys import KeyPath, dotted
@@ -40,16 +41,29 @@ class Provenance:
     def __init__(self, recipe_file: str):
         self.recipe_file = recipe_file
         self.sources: dict[KeyPath, Source] = {}
+        # The key paths one part longer below each path (recorded or not): replacing a value
+        # then forgets only its own subtree, so loading stays linear in the number of keys.
+        self._below: defaultdict[KeyPath, set[KeyPath]] = defaultdict(set)
 
     def of(self, path: KeyPath) -> Source:
         """The source of the value at `path`; `default` if no layer wrote it."""
         return self.sources.get(path, DEFAULT)
 
+    def record(self, path: KeyPath, source: Source) -> None:
+        """A layer wrote the value at `path` (a mapping it then merges into, or a value)."""
+        self.sources[path] = source
+        for end in range(len(path)):
+            self._below[path[:end]].add(path[: end + 1])
+
     def replace(self, path: KeyPath, sources: dict[KeyPath, Source]) -> None:
         """A layer replaced the value at `path` (and so everything under it)."""
-        for key in [k for k in self.sources if k[: len(path)] == path]:
-            del self.sources[key]
-        self.sources.update(sources)
+        stack = [path]
+        while stack:
+            here = stack.pop()
+            self.sources.pop(here, None)
+            stack.extend(self._below.pop(here, ()))
+        for key, source in sources.items():
+            self.record(key, source)
 
     def issue(self, path: KeyPath, message: str, **fields: str | None) -> ConfigIssue:
         """A ConfigIssue located where `path`'s value was written. A key no layer wrote (a
@@ -74,3 +88,16 @@ class Provenance:
         then a base recipe; the first on ties): where an error about several keys is best
         reported, since that is most likely the change that broke the recipe."""
         return max(paths, key=lambda path: _NEARNESS.index(self.of(path).kind))
+
+
+def paths_in(value: Any, prefix: KeyPath) -> list[KeyPath]:
+    """`prefix` and the path of every key and list item inside `value` (which sits at `prefix`)."""
+    out = [prefix]
+    stack = [(value, prefix)]
+    while stack:
+        node, path = stack.pop()
+        items = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
+        for key, sub in items:
+            out.append((*path, key))
+            stack.append((sub, (*path, key)))
+    return out

@@ -5,13 +5,16 @@ missing). Each rule is one function that yields located issues."""
 from __future__ import annotations
 
 import difflib
+import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from rlrun.components import registries
 from rlrun.embedded import embedded_model_names, is_gguf_path, missing_requirement
 from rlrun.errors import ConfigIssue, show_value
 from rlrun.recipes.keys import KeyPath
 from rlrun.recipes.provenance import Provenance
+from rlrun.registry import Registry
 from rlrun.schema import Recipe
 from rlrun.schema.data import PROMPT_PLACEHOLDER
 
@@ -20,10 +23,10 @@ ERROR_RULES: list[Rule] = []
 NOTICE_RULES: list[Rule] = []
 ENVIRONMENT_RULES: list[Rule] = []
 
-# Estimators whose baseline comes from the other responses to the same prompt.
-GROUP_ESTIMATORS = frozenset(
-    {"grpo", "rloo", "opo", "gpg", "reinforce_plus_plus_baseline", "grpo_passk", "gdpo"}
-)
+
+def _advantages() -> Registry:
+    """The advantage estimators, plugins included: their declared needs drive the rules below."""
+    return registries()["advantage"]
 
 
 def error_rule(rule: Rule) -> Rule:
@@ -60,8 +63,9 @@ def groups_need_samples(recipe: Recipe, provenance: Provenance) -> Iterator[Conf
     n = recipe.rollout.n
     if n >= 2:
         return
-    advantage = recipe.algorithm.advantage
-    if advantage in GROUP_ESTIMATORS:
+    advantage, estimators = recipe.algorithm.advantage, _advantages()
+    if estimators.needs(advantage).needs_groups:
+        groupless = ", ".join(estimators.names_where(lambda needs: not needs.needs_groups))
         yield provenance.issue(
             provenance.user_set(("rollout", "n"), ("algorithm", "advantage")),
             f"the `{advantage}` advantage compares each response with the other responses to the same "
@@ -69,7 +73,7 @@ def groups_need_samples(recipe: Recipe, provenance: Provenance) -> Iterator[Conf
             code="group-needs-n",
             expected="rollout.n >= 2",
             found=f"rollout.n: {n}",
-            fix="set `rollout.n: 8` (or choose an estimator without groups: reinforce_plus_plus, remax, gae)",
+            fix=f"set `rollout.n: 8` (or choose an estimator without groups: {groupless})",
         )
     if recipe.algorithm.group_filter.enabled:
         yield provenance.issue(
@@ -84,11 +88,12 @@ def groups_need_samples(recipe: Recipe, provenance: Provenance) -> Iterator[Conf
 
 
 @error_rule
-def gae_needs_critic(recipe: Recipe, provenance: Provenance) -> Iterator[ConfigIssue]:
-    if recipe.algorithm.advantage == "gae" and not recipe.critic.enabled:
+def advantage_needs_critic(recipe: Recipe, provenance: Provenance) -> Iterator[ConfigIssue]:
+    advantage = recipe.algorithm.advantage
+    if _advantages().needs(advantage).needs_critic and not recipe.critic.enabled:
         yield provenance.issue(
             provenance.user_set(("algorithm", "advantage"), ("critic", "enabled")),
-            "the `gae` advantage needs value estimates, which come from a critic",
+            f"the `{advantage}` advantage needs value estimates, which come from a critic",
             code="gae-needs-critic",
             expected="critic.enabled: true",
             found="critic.enabled: false",
@@ -192,7 +197,7 @@ def batches_divide(recipe: Recipe, provenance: Provenance) -> Iterator[ConfigIss
             found=f"{samples} % {mini} = {samples % mini}",
             fix=f"{fix}, or change the prompts per step or n",
         )
-    if mini % micro:
+    if mini % micro and recipe.actor.micro_batch_tokens is None:
         yield provenance.issue(
             provenance.user_set(("actor", "micro_batch_samples"), ("actor", "mini_batch_samples")),
             f"a mini-batch of {mini} samples does not split into micro-batches of {micro}",
@@ -204,12 +209,30 @@ def batches_divide(recipe: Recipe, provenance: Provenance) -> Iterator[ConfigIss
 
 
 @error_rule
+def micro_batch_tokens_fit_a_row(recipe: Recipe, provenance: Provenance) -> Iterator[ConfigIssue]:
+    budget = recipe.actor.micro_batch_tokens
+    row = recipe.data.max_prompt_tokens + recipe.rollout.max_response_tokens
+    if budget is not None and budget < row:
+        yield provenance.issue(
+            provenance.user_set(
+                ("actor", "micro_batch_tokens"),
+                ("data", "max_prompt_tokens"),
+                ("rollout", "max_response_tokens"),
+            ),
+            f"a micro-batch of {budget} tokens cannot hold the longest row, a prompt of up to "
+            f"data.max_prompt_tokens = {recipe.data.max_prompt_tokens} plus a response of up to "
+            f"rollout.max_response_tokens = {recipe.rollout.max_response_tokens} tokens",
+            code="batch-divisibility",
+            expected=f"actor.micro_batch_tokens >= {row}",
+            found=f"micro_batch_tokens: {budget}",
+            fix=f"set `actor.micro_batch_tokens` to at least {row} (a few rows' worth batches them)",
+        )
+
+
+@error_rule
 def data_files_exist(recipe: Recipe, provenance: Provenance) -> Iterator[ConfigIssue]:
-    from rlrun.data.sources import (
-        ARITHMETIC,
-        FILE_SUFFIXES,
-        is_split_source,
-    )  # imports torch: not at start-up
+    from rlrun.data import DataError, check_data_file  # imports torch: not at start-up
+    from rlrun.data.sources import ARITHMETIC, FILE_SUFFIXES, is_split_source
 
     for key in ("source", "val_source"):
         source = getattr(recipe.data, key)
@@ -228,12 +251,24 @@ def data_files_exist(recipe: Recipe, provenance: Provenance) -> Iterator[ConfigI
         elif not Path(source).is_file():
             yield provenance.issue(
                 path,
-                f"the data file does not exist (relative paths start at the working directory, {Path.cwd()})",
+                "the data file does not exist (a relative path starts at the folder of the recipe that "
+                "states it, or at the working directory for an override; `~` and $VARIABLES expand)",
                 code="data-missing",
                 expected="an existing file",
                 found=show_value(source),
-                fix="correct the path, or run rlrun from the folder the path is relative to",
+                fix="correct the path",
             )
+        else:
+            try:
+                check_data_file(source, prompt_key=recipe.data.prompt_key, answer_key=recipe.data.answer_key)
+            except DataError as err:
+                at_line = f", line {err.line}" if err.line is not None else ""
+                yield provenance.issue(
+                    path,
+                    f"the data file {source}{at_line}: {err.reason}",
+                    code="data-unusable",
+                    fix="correct the data file, or the data keys of the recipe",
+                )
 
 
 @error_rule
@@ -321,7 +356,7 @@ def gspo_length_weighted(recipe: Recipe, provenance: Provenance) -> Iterator[Con
 @notice_rule
 def entropy_bonus_with_groups(recipe: Recipe, provenance: Provenance) -> Iterator[ConfigIssue]:
     coef, advantage = recipe.actor.entropy_coef, recipe.algorithm.advantage
-    if coef != 0 and advantage in GROUP_ESTIMATORS:
+    if coef != 0 and _advantages().needs(advantage).needs_groups:
         yield provenance.issue(
             ("actor", "entropy_coef"),
             f"an entropy bonus with the group-based `{advantage}` advantage: GRPO-family recipes (GRPO, DAPO, "
@@ -415,6 +450,23 @@ def vllm_available(recipe: Recipe, provenance: Provenance) -> Iterator[ConfigIss
 
 
 @environment_rule
+def data_readers_installed(recipe: Recipe, provenance: Provenance) -> Iterator[ConfigIssue]:
+    from rlrun.data.sources import DATA_EXTRA, missing_reader
+
+    for key in ("source", "val_source"):
+        source = getattr(recipe.data, key)
+        if source is not None and (package := missing_reader(source)) is not None:
+            yield provenance.issue(
+                ("data", key),
+                f"this machine cannot read the data: it needs the `{package}` package, which is not installed",
+                code="data-reader-missing",
+                expected=f"`{package}` installed",
+                found=show_value(source),
+                fix=f"{DATA_EXTRA}; {PORTABLE_HINT}",
+            )
+
+
+@environment_rule
 def cuda_available(recipe: Recipe, provenance: Provenance) -> Iterator[ConfigIssue]:
     if recipe.trainer.device != "cuda":
         return
@@ -429,6 +481,45 @@ def cuda_available(recipe: Recipe, provenance: Provenance) -> Iterator[ConfigIss
             found="trainer.device: cuda",
             fix=f"set `trainer.device: auto` (or cpu), or run on a GPU machine; {PORTABLE_HINT}",
         )
+
+
+@environment_rule
+def model_folders_usable(recipe: Recipe, provenance: Provenance) -> Iterator[ConfigIssue]:
+    """A local model folder exists here and has a readable config.json (a hub id is left to
+    loading)."""
+    for path, name in _model_names(recipe).items():
+        if (
+            not name.startswith("rlrun:")
+            and not is_gguf_path(name)
+            and (problem := _model_folder_problem(name))
+        ):
+            yield provenance.issue(
+                path,
+                problem,
+                code="model-folder",
+                found=show_value(name),
+                fix="name a Hugging Face model folder (config.json, weights, tokenizer), a shipped model "
+                f"or a hub id; {PORTABLE_HINT}",
+            )
+
+
+def _model_folder_problem(name: str) -> str | None:
+    folder = Path(name).expanduser()
+    if not folder.exists():
+        # `org/model` and `gpt2` are hub ids; `./m`, `/abs/m`, `a/b/c` can only be folders.
+        if name.startswith((".", "/", "~")) or name.count("/") > 1 or "\\" in name:
+            return f"the model folder does not exist (relative paths start at the working directory, {Path.cwd()})"
+        return None
+    config = folder / "config.json"
+    if not folder.is_dir():
+        return "a file, not a model folder"
+    if not config.is_file():
+        return "the folder has no config.json: it is not a Hugging Face model folder"
+    try:
+        json.loads(config.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        return f"its config.json cannot be read as JSON ({exc})"
+    return None
 
 
 @environment_rule

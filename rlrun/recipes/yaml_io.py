@@ -2,7 +2,10 @@
 
 Two departures from PyYAML's YAML 1.1 defaults, both following YAML 1.2: only `true`/`false`
 are booleans (so `level: off` stays the string "off"), and `1e-4` is a float (1.1 reads it as
-a string, a classic learning-rate bug).
+a string, a classic learning-rate bug). Safe YAML only (no tags that build Python objects), and
+documents that would exhaust the parser are refused with a located error: nesting deeper than
+`MAX_DEPTH`, aliases that expand to more than `MAX_ALIAS_VALUES` values ("billion laughs"), an
+alias inside its own anchor.
 """
 
 from __future__ import annotations
@@ -27,6 +30,9 @@ _FLOAT_RE = re.compile(
     |\.(?:nan|NaN|NAN))$""",
     re.VERBOSE,
 )
+MAX_DEPTH = 100  # a recipe nests 4-5 levels; PyYAML's composer recurses, so depth is bounded
+MAX_ALIAS_VALUES = 10_000  # values that aliases may add: a recipe uses a few dozen
+_TAG_PREFIX = "tag:yaml.org,2002:"
 
 
 @dataclass(frozen=True)
@@ -37,11 +43,73 @@ class Mark:
     column: int
 
 
+class RefusedYAMLError(yaml.MarkedYAMLError):
+    """A document refused for its shape (too deep, alias bomb), not for its syntax."""
+
+
 class RecipeLoader(yaml.SafeLoader):
-    """SafeLoader with YAML 1.2 booleans and floats."""
+    """SafeLoader with YAML 1.2 booleans and floats and the limits above."""
+
+    def __init__(self, stream: str):
+        super().__init__(stream)
+        self._depth = 0
+        self._open_anchors: set[str] = set()
+        self._alias_values = 0
+        self._sizes: dict[int, int] = {}  # id(node) -> values in it, aliases expanded
+
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node:
+        event = self.peek_event()
+        if isinstance(event, yaml.AliasEvent) and event.anchor in self.anchors:
+            if event.anchor in self._open_anchors:
+                raise RefusedYAMLError(
+                    None, None, f"the alias *{event.anchor} is inside its own anchor", event.start_mark
+                )
+            self._alias_values += _size(self.anchors[event.anchor], self._sizes)
+            if self._alias_values > MAX_ALIAS_VALUES:
+                raise RefusedYAMLError(
+                    None, None, f"aliases expand to more than {MAX_ALIAS_VALUES} values", event.start_mark
+                )
+        if self._depth >= MAX_DEPTH:
+            raise RefusedYAMLError(None, None, f"nested deeper than {MAX_DEPTH} levels", event.start_mark)
+        anchor = getattr(event, "anchor", None) if not isinstance(event, yaml.AliasEvent) else None
+        self._depth += 1
+        if anchor is not None:
+            self._open_anchors.add(anchor)
+        try:
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+            self._open_anchors.discard(anchor)  # type: ignore[arg-type]
+
+    def construct_object(self, node: yaml.Node, deep: bool = False) -> Any:
+        # A scalar its tag cannot hold (`!!int x`, `2024-13-45`) fails inside PyYAML with a
+        # bare ValueError; give it the node's position.
+        try:
+            return super().construct_object(node, deep)
+        except (ValueError, TypeError, OverflowError) as exc:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"cannot read this {_tag_name(node.tag)} value ({exc})", node.start_mark
+            ) from None
 
     def construct_yaml_bool(self, node: yaml.ScalarNode) -> bool:
         return self.construct_scalar(node).lower() == "true"
+
+
+def _size(node: yaml.Node, sizes: dict[int, int]) -> int:
+    """How many values `node` holds with every alias in it expanded (memoised per node)."""
+    if id(node) not in sizes:
+        children: list[yaml.Node] = []
+        if isinstance(node, yaml.SequenceNode):
+            children = node.value
+        elif isinstance(node, yaml.MappingNode):
+            children = [child for pair in node.value for child in pair]
+        sizes[id(node)] = 1 + sum(_size(child, sizes) for child in children)
+    return sizes[id(node)]
+
+
+def _tag_name(tag: str) -> str:
+    """`tag:yaml.org,2002:python/object` -> `!!python/object`, as the user wrote it."""
+    return "!!" + tag.removeprefix(_TAG_PREFIX) if tag.startswith(_TAG_PREFIX) else tag
 
 
 # Copy the resolver lists: PyYAML's add_implicit_resolver would append to SafeLoader's own.
@@ -65,7 +133,10 @@ def parse_document(text: str, file: str) -> tuple[dict[str, Any], dict[KeyPath, 
     A syntax error, a top level that is not a mapping, or a repeated key is an issue; with a
     syntax error the mapping is empty.
     """
-    loader = RecipeLoader(text)
+    try:
+        loader = RecipeLoader(text)  # checks every character first
+    except yaml.reader.ReaderError as exc:
+        return {}, {}, [_character_issue(exc, text, file)]
     try:
         node = loader.get_single_node()
         if node is None:
@@ -106,8 +177,23 @@ def _record(
             positions[(*path, index)] = _mark(item.start_mark)
             _record(loader, item, (*path, index), positions, issues, file)
     elif isinstance(node, yaml.MappingNode):
-        for key_node, value_node in node.value:
+        for key_node, value_node in list(node.value):
             if key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            if not isinstance(key_node, yaml.ScalarNode):  # `? [a, b]`: no key path can name it
+                mark = _mark(key_node.start_mark)
+                issues.append(
+                    ConfigIssue(
+                        f"a key must be a plain name, not a YAML {key_node.id}",
+                        key=dotted(path),
+                        code="yaml-complex-key",
+                        file=file,
+                        line=mark.line,
+                        column=mark.column,
+                        fix="write `name: value`, one key per line (nested keys as an indented section)",
+                    )
+                )
+                node.value.remove((key_node, value_node))
                 continue
             key = loader.construct_object(key_node, deep=True)
             child = (*path, key)
@@ -130,17 +216,47 @@ def _record(
             _record(loader, value_node, child, positions, issues, file)
 
 
+def _character_issue(exc: yaml.reader.ReaderError, text: str, file: str) -> ConfigIssue:
+    """A character YAML does not allow (NUL, control codes), located by line and column."""
+    line_start = text.rfind("\n", 0, exc.position) + 1
+    code = exc.character if isinstance(exc.character, int) else ord(exc.character)
+    return ConfigIssue(
+        f"the file holds a character YAML does not allow (U+{code:04X}"
+        + (", a NUL byte)" if code == 0 else ")"),
+        code="yaml-character",
+        file=file,
+        line=text.count("\n", 0, exc.position) + 1,
+        column=exc.position - line_start + 1,
+        fix="delete it (a NUL byte or control character usually comes from a bad copy or a binary file)",
+    )
+
+
 def _syntax_issue(exc: yaml.MarkedYAMLError, file: str) -> ConfigIssue:
     mark = exc.problem_mark or exc.context_mark
     problem = " ".join(part for part in (exc.context, exc.problem) if part)
+    tag = re.search(r"could not determine a constructor for the tag '([^']*)'", problem)
+    if tag:
+        message = f"the tag `{_tag_name(tag.group(1))}` is not allowed (safe YAML)"
+        code = "yaml-tag"
+        fix = "remove the tag: recipes are read as safe YAML, which makes only plain values (text, numbers, "
+        fix += "true/false, null, lists and mappings), never Python objects"
+    elif isinstance(exc, yaml.constructor.ConstructorError):
+        message, code = f"YAML value error: {problem}", "yaml-value"
+        fix = "write a value of that type, or quote it to make it text"
+    elif isinstance(exc, RefusedYAMLError):
+        message, code = f"the YAML is refused: {problem}", "yaml-limit"
+        fix = "write the values out plainly (a recipe needs neither deep nesting nor many aliases)"
+    else:
+        message, code = f"YAML syntax error: {problem}", "yaml-syntax"
+        fix = "check the indentation (spaces only), the `key: value` colons and the brackets and quotes "
+        fix += "around this position"
     return ConfigIssue(
-        f"YAML syntax error: {problem}",
-        code="yaml-syntax",
+        message,
+        code=code,
         file=file,
         line=mark.line + 1 if mark else None,
         column=mark.column + 1 if mark else None,
-        fix="check the indentation (spaces only), the `key: value` colons and the brackets and quotes "
-        "around this position",
+        fix=fix,
     )
 
 

@@ -1,12 +1,9 @@
 """Rewards: built-ins (``rlrun:exact_match``, ``rlrun:math_answer``), custom functions named
 ``pkg.module:function``, and their weighted combination (see ``combine`` for the signature)."""
 
-from rlrun.registry import Registry
-
-REWARDS = Registry("reward")
-
 from rlrun.rewards import builtin  # noqa: F401  (registers the built-ins)
 from rlrun.rewards.combine import RewardError, RewardFunction, RewardOutput
+from rlrun.rewards.registry import REWARDS
 from rlrun.rewards.resolve import RewardSpecError, resolve_reward_fn, reward_name
 
 __all__ = [

@@ -5,11 +5,15 @@ A reward function has the signature::
     fn(prompts: list[str], completions: list[str], ground_truths: list[str], **extra_fields: list)
         -> list[float] | dict[str, list[float]]
 
-``extra_fields`` are the dataset's other columns (``data_source``, ...); a function receives
-those its signature names, or all of them if it takes ``**kwargs``. A dict result must hold
-``"score"``; its other keys are logged as ``<name>/<key>``, and an ``"acc"`` key feeds DAPO's
-group filter. The combined score is the weighted sum of the functions' scores. ``acc`` is the
-``"acc"`` of the first function that returns one, else whether the first function's score is > 0.
+or is written for verl or TRL (``styles`` adapts it). ``extra_fields`` are the dataset's other
+columns (``data_source``, ...); a function receives those its signature names, or all of them
+if it takes ``**kwargs``. A dict result must hold ``"score"``; its other numeric keys are logged
+as ``<name>/<key>`` (keys holding text, like verl's ``pred``, are not), and an ``"acc"`` key
+feeds DAPO's group filter. The combined score is the weighted sum of the functions' scores.
+``acc`` is the ``"acc"`` of the first function that returns one, else whether the first
+function's score is > 0.
+An entry ``{"model": ...}`` instead of ``{"fn": ...}`` is a learned reward model
+(``rlrun.rewards.reward_model``), scored like any function.
 """
 
 from __future__ import annotations
@@ -22,6 +26,8 @@ from typing import Any
 import torch
 
 from rlrun.rewards.resolve import resolve_reward_fn, reward_name
+from rlrun.rewards.reward_model import RewardModelScorer, reward_model_name
+from rlrun.rewards.styles import as_batch_reward
 
 
 class RewardError(RuntimeError):
@@ -46,14 +52,29 @@ class _Term:
 class RewardFunction:
     """Callable over a batch: ``(prompts, completions, ground_truths, **extra) -> RewardOutput``."""
 
-    def __init__(self, functions: Sequence[Mapping[str, Any]]):
-        """``functions``: the recipe's ``reward.functions``, each ``{"fn": spec, "weight": float}``."""
+    def __init__(
+        self, functions: Sequence[Mapping[str, Any]], *, answer_key: str = "answer", chat: bool = False
+    ):
+        """``functions``: the recipe's ``reward.functions``, each ``{"fn": spec, "weight": float}``
+        and optionally ``"style"`` and ``"kwargs"``, or a reward model's ``{"model": path,
+        "weight": float, ...}``; ``answer_key`` (``data.answer_key``) and ``chat`` (the prompts
+        are chat messages) shape the arguments of TRL-style functions."""
         if not functions:
             raise ValueError("at least one reward function is needed")
         self.terms: list[_Term] = []
         for entry in functions:
-            fn = resolve_reward_fn(entry["fn"])
-            name = base = reward_name(entry["fn"])
+            if "model" in entry:
+                fn, name = RewardModelScorer(entry), reward_model_name(entry)
+            else:
+                fn = as_batch_reward(
+                    resolve_reward_fn(entry["fn"]),
+                    entry.get("style", "auto"),
+                    kwargs=entry.get("kwargs"),
+                    answer_key=answer_key,
+                    chat=chat,
+                )
+                name = reward_name(entry["fn"])
+            base = name
             copies = 1
             while name in self.names:  # the same function twice: exact_match, exact_match_2, ...
                 copies += 1
@@ -76,8 +97,14 @@ class RewardFunction:
             result = _call(term, prompts, completions, ground_truths, kwargs)
             named = result if isinstance(result, Mapping) else {"score": result}
             if "score" not in named:
-                raise RewardError(f"reward {term.name!r} returned a dict without 'score' (keys: {sorted(named)})")
-            columns = {key: _to_tensor(term.name, key, values, n, prompts) for key, values in named.items()}
+                raise RewardError(
+                    f"reward {term.name!r} returned a dict without 'score' (keys: {sorted(named)})"
+                )
+            columns = {
+                key: _to_tensor(term.name, key, values, n, prompts)
+                for key, values in named.items()
+                if key in ("score", "acc") or not _is_text(values)
+            }
             scores += term.weight * columns["score"]
             components[term.name] = columns.pop("score")
             components.update({f"{term.name}/{key}": col for key, col in columns.items()})
@@ -123,6 +150,11 @@ def _to_tensor(name: str, key: str, values: Any, n: int, prompts: list[str]) -> 
             "expected a finite number"
         )
     return column
+
+
+def _is_text(values: Any) -> bool:
+    """A result column that is not a metric: strings or None (verl's ``pred``)."""
+    return isinstance(values, Sequence) and any(v is None or isinstance(v, str) for v in values)
 
 
 def _accepted_fields(fn: Callable[..., Any]) -> frozenset[str] | None:

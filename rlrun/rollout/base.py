@@ -77,11 +77,6 @@ class RolloutBatch:
     n: int
 
     @property
-    def group_index(self) -> torch.Tensor:
-        """(N,) long: the prompt each row answers (the group id for GRPO-style estimators)."""
-        return torch.arange(len(self.finish_reasons), device=self.response_ids.device) // self.n
-
-    @property
     def response_lengths(self) -> torch.Tensor:
         return self.response_mask.sum(-1)
 

@@ -3,7 +3,9 @@ training model.
 
 Each distinct prompt is run once (``rlrun.shared_prefix``) and its cache gathered to its ``n``
 rows; then one token per step for every row, until all rows have ended or ``max_tokens``.
-Rows are generated in chunks of at most ``max_batch_samples`` (the memory cap). Sampling is
+Rows are generated in chunks of at most ``max_batch_samples`` (the memory cap); rows that have
+ended leave the decode batch (with their KV cache) once a quarter of it has ended, so a step
+costs what the unfinished rows cost. Sampling is
 exactly what ``SamplingParams`` says: temperature, then top-k, then top-p (as transformers
 orders its warpers), EOS masked before ``min_tokens``; nothing is taken from the model's
 ``generation_config.json``. Log-probs follow the contract in ``rlrun.rollout.base``: the raw
@@ -33,11 +35,22 @@ from rlrun.shared_prefix import cache_keyword, prefill
 class HFRolloutEngine:
     """Batched sampling with a KV cache and shared prompts (CPU or one GPU; no extra dependency)."""
 
-    def __init__(self, model: PreTrainedModel, tokenizer: Any, *, max_batch_samples: int = 1024):
+    def __init__(
+        self,
+        model: PreTrainedModel,
+        tokenizer: Any,
+        *,
+        max_batch_samples: int = 1024,
+        compact_ended_fraction: float = 0.25,
+    ):
+        """`compact_ended_fraction`: drop ended rows from the decode batch once this fraction of
+        it has ended (compacting copies the KV cache, so not after every single EOS); above 1
+        never. Samples are the same either way."""
         if max_batch_samples < 1:
             raise ValueError(f"max_batch_samples must be >= 1, got {max_batch_samples}")
         self.model = model
         self.max_batch_samples = max_batch_samples
+        self.compact_ended_fraction = compact_ended_fraction
         eos = model.generation_config.eos_token_id
         eos = tokenizer.eos_token_id if eos is None else eos
         if eos is None:
@@ -90,18 +103,31 @@ class HFRolloutEngine:
         cache_kw = cache_keyword(self.model)
         eos = torch.tensor(self.eos_ids, device=ids.device)
         position = mask.sum(-1, keepdim=True)
-        ended = torch.zeros(len(rows), dtype=torch.bool, device=ids.device)
-        tokens, log_probs = [], []
+        n_rows = len(rows)
+        tokens = torch.full((n_rows, sampling.max_tokens), self.pad_id, dtype=torch.long, device=ids.device)
+        log_probs = torch.zeros(n_rows, sampling.max_tokens, device=ids.device)
+        decoding = torch.arange(n_rows, device=ids.device)  # chunk rows still in the decode batch
+        ended = torch.zeros(n_rows, dtype=torch.bool, device=ids.device)  # per decode-batch row
         for t in range(sampling.max_tokens):
             scaled = logits.float() / sampling.temperature
-            token = next_token(scaled, sampling, eos if t < sampling.min_tokens else None).masked_fill(
-                ended, self.pad_id
-            )
-            tokens.append(token)
-            log_probs.append(scaled.log_softmax(-1).gather(-1, token.unsqueeze(-1)).squeeze(-1))
+            # Noise for every row of the chunk, ended or not, so the samples do not depend on
+            # when rows leave the batch (and equal torch.multinomial's for the same seed).
+            noise = None
+            if not sampling.greedy:
+                noise = torch.empty(n_rows, scaled.shape[-1], device=scaled.device).exponential_()[decoding]
+            banned = eos if t < sampling.min_tokens else None
+            token = next_token(scaled, sampling, banned, noise=noise).masked_fill(ended, self.pad_id)
+            tokens[decoding, t] = token
+            log_probs[decoding, t] = scaled.log_softmax(-1).gather(-1, token.unsqueeze(-1)).squeeze(-1)
             ended |= torch.isin(token, eos)
             if t + 1 == sampling.max_tokens or bool(ended.all()):
                 break
+            n_ended = int(ended.sum())
+            if n_ended and n_ended >= self.compact_ended_fraction * len(ended):
+                keep = (~ended).nonzero().squeeze(-1)
+                cache.batch_select_indices(keep)
+                decoding, mask, position, token = decoding[keep], mask[keep], position[keep], token[keep]
+                ended = ended[keep]
             mask = torch.cat([mask, torch.ones_like(mask[:, :1])], 1)
             logits = self.model(
                 input_ids=token.unsqueeze(-1),
@@ -111,18 +137,25 @@ class HFRolloutEngine:
                 **{cache_kw: cache},
             ).logits[:, -1]
             position = position + 1
-        tokens, log_probs = torch.stack(tokens, 1), torch.stack(log_probs, 1)
+        tokens, log_probs = tokens[:, : t + 1], log_probs[:, : t + 1]
         is_eos = torch.isin(tokens, eos).long()
         response_mask = (is_eos.cumsum(-1) - is_eos == 0).long()  # up to and including the first EOS
         return tokens.masked_fill(response_mask == 0, self.pad_id), log_probs * response_mask, response_mask
 
 
 def next_token(
-    scaled_logits: torch.Tensor, sampling: SamplingParams, banned: torch.Tensor | None
+    scaled_logits: torch.Tensor,
+    sampling: SamplingParams,
+    banned: torch.Tensor | None,
+    *,
+    noise: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """One token per row from temperature-scaled logits (N, V): the argmax when greedy, else a
     sample after top-k and then top-p truncation; `banned` token ids (EOS before `min_tokens`)
-    are never chosen."""
+    are never chosen.
+
+    A sample is argmax(p / q) with q ~ Exp(1) per entry (the exponential race, which is how
+    torch.multinomial draws one sample); `noise` is that q (N, V), drawn here when omitted."""
     logits = scaled_logits
     if banned is not None:
         logits = logits.index_fill(-1, banned, float("-inf"))
@@ -138,7 +171,10 @@ def next_token(
         drop = ascending.softmax(-1).cumsum(-1) <= 1 - sampling.top_p
         drop[:, -1] = False
         logits = logits.masked_fill(torch.zeros_like(drop).scatter(-1, order, drop), float("-inf"))
-    return torch.multinomial(logits.softmax(-1), 1).squeeze(-1)
+    probs = logits.softmax(-1)
+    if noise is None:
+        noise = torch.empty_like(probs).exponential_()
+    return probs.div(noise).argmax(-1)
 
 
 def _cat_right_padded(parts: tuple[torch.Tensor, ...], value: float) -> torch.Tensor:

@@ -25,9 +25,9 @@ How it works:
 - Sleep mode (``rollout.vllm.enable_sleep_mode``): after each ``generate`` vLLM sleeps at
   level 2, freeing its weights and KV cache for training; waking always pushes the trainer's
   weights before anything is generated.
-- OPD teacher scoring: :meth:`VLLMRolloutEngine.from_pretrained` builds a frozen engine from
-  a checkpoint and :meth:`VLLMRolloutEngine.score` returns per-token (and top-k) log-probs of
-  given responses through vLLM's ``prompt_logprobs``.
+- :meth:`VLLMRolloutEngine.score` returns per-token (and top-k) log-probs of given responses
+  through vLLM's ``prompt_logprobs`` (how the GPU tests check that weights really synced; OPD's
+  teacher scores through the trainer's own forward pass).
 
 Importing this module does not import vLLM; building an engine does.
 """
@@ -109,38 +109,16 @@ class VLLMRolloutEngine:
         self._sleep_mode = bool(options.pop("enable_sleep_mode", False))
         self.model = model
         self._setup(
-            model_path=_model_path(model), tokenizer=tokenizer, dtype=_dtype_name(model),
-            load_format="dummy", max_batch_samples=max_batch_samples, max_model_len=max_model_len, **options,
+            model_path=_model_path(model),
+            tokenizer=tokenizer,
+            dtype=_dtype_name(model),
+            load_format="dummy",
+            max_batch_samples=max_batch_samples,
+            max_model_len=max_model_len,
+            **options,
         )
         self._asleep = False
         self.sync_weights(model)
-
-    @classmethod
-    def from_pretrained(
-        cls,
-        path: str,
-        tokenizer: Any,
-        *,
-        dtype: str = "bfloat16",
-        max_batch_samples: int = 1024,
-        vllm: Mapping[str, Any] | None = None,
-        max_model_len: int | None = None,
-    ) -> VLLMRolloutEngine:
-        """A frozen engine loaded from ``path`` (an OPD teacher): ``generate`` and ``score`` only.
-
-        vLLM's sleep mode serves one engine per process (the policy's), so it is off here.
-        """
-        _require_vllm()
-        options = dict(vllm or {})
-        if options.pop("enable_sleep_mode", False):
-            raise ValueError("a frozen (teacher) vLLM engine cannot use sleep mode: it belongs to the policy's engine")
-        engine = cls.__new__(cls)  # no training model: skip __init__'s weight push
-        engine._sleep_mode, engine._asleep, engine.model = False, False, None
-        engine._setup(
-            model_path=path, tokenizer=tokenizer, dtype=dtype, load_format="auto",
-            max_batch_samples=max_batch_samples, max_model_len=max_model_len, **options,
-        )
-        return engine
 
     def _setup(
         self,
@@ -159,8 +137,7 @@ class VLLMRolloutEngine:
         _set_launcher_env()
         self._tp_group = _tensor_parallel_group(tensor_parallel_size)
         self.pad_id, self.eos_ids = _special_ids(tokenizer, self.model)
-        # Results go where the trainer computes: the policy's device (a teacher has none).
-        self.device = next(self.model.parameters()).device if self.model is not None else torch.device("cuda")
+        self.device = next(self.model.parameters()).device  # results go where the trainer computes
         self.llm = LLM(
             model=model_path,
             tokenizer=getattr(tokenizer, "name_or_path", None) or model_path,
@@ -201,8 +178,9 @@ class VLLMRolloutEngine:
         outputs = self._run(prompts, params)[mine]
         return rollout_batch(outputs, sampling.n, self.pad_id, self.device)
 
-    def score(self, prompt_ids: Sequence[Sequence[int]], response_ids: Sequence[Sequence[int]],
-              topk: int = 0) -> TokenScores:
+    def score(
+        self, prompt_ids: Sequence[Sequence[int]], response_ids: Sequence[Sequence[int]], topk: int = 0
+    ) -> TokenScores:
         """Log-probs (temperature 1) of each response token after its prompt, via prompt_logprobs."""
         if len(prompt_ids) != len(response_ids) or not prompt_ids:
             raise ValueError("score needs as many responses as prompts, and at least one")
@@ -216,8 +194,6 @@ class VLLMRolloutEngine:
 
     def sync_weights(self, model: torch.nn.Module) -> None:
         """Push ``model``'s weights into vLLM (every rank calls this: gathering is collective)."""
-        if self.model is None:
-            raise RuntimeError("this vLLM engine was loaded from a checkpoint and is frozen")
         if self._asleep:
             torch.cuda.empty_cache()  # hand the training step's cached blocks back first
             self.llm.wake_up(tags=["weights"])
@@ -238,7 +214,9 @@ class VLLMRolloutEngine:
             self._asleep = True
         return outputs
 
-    def _pool_tensor_parallel(self, prompts: list[list[int]], seed: int) -> tuple[list[list[int]], int, slice]:
+    def _pool_tensor_parallel(
+        self, prompts: list[list[int]], seed: int
+    ) -> tuple[list[list[int]], int, slice]:
         """With TP, every rank of a vLLM group must submit the same requests with the same seed."""
         if self._tp_group is None:
             return prompts, seed, slice(None)
@@ -387,8 +365,9 @@ def rollout_batch(outputs: Sequence[Any], n: int, pad_id: int, device: torch.dev
     return RolloutBatch(ids.to(device), mask.to(device), log_probs.to(device), finish, n)
 
 
-def token_scores(outputs: Sequence[Any], prompt_lengths: Sequence[int], topk: int,
-                 device: torch.device) -> TokenScores:
+def token_scores(
+    outputs: Sequence[Any], prompt_lengths: Sequence[int], topk: int, device: torch.device
+) -> TokenScores:
     """The response part of each request's ``prompt_logprobs`` as padded tensors."""
     rows = [
         (request.prompt_token_ids[start:], request.prompt_logprobs[start:])
@@ -418,7 +397,9 @@ def _require_vllm() -> None:
         raise RuntimeError(problem)
     installed = Version(importlib.metadata.version("vllm"))
     if installed >= WRITTEN_BELOW:
-        warnings.warn(f"rlrun's vllm engine is written for vLLM {SUPPORTED_VLLM}, not {installed}", stacklevel=3)
+        warnings.warn(
+            f"rlrun's vllm engine is written for vLLM {SUPPORTED_VLLM}, not {installed}", stacklevel=3
+        )
 
 
 def _is_peft(model: torch.nn.Module) -> bool:
@@ -433,7 +414,9 @@ def _zero3_gathered(params: list[torch.nn.Parameter]) -> contextlib.AbstractCont
 
 
 def _model_path(model: torch.nn.Module) -> str:
-    path = getattr(model, "name_or_path", None) or getattr(getattr(model, "config", None), "_name_or_path", "")
+    path = getattr(model, "name_or_path", None) or getattr(
+        getattr(model, "config", None), "_name_or_path", ""
+    )
     if not path:
         raise ValueError("the policy model does not say where it was loaded from (config._name_or_path)")
     return str(path)

@@ -15,22 +15,39 @@ class Arithmetic(Section):
     """The built-in generator: `23+58=` -> `81`."""
 
     digits: PositiveInt = 2
+    """Digits of each operand."""
     operators: list[Literal["+", "-", "*"]] = Field(["+"], min_length=1)
+    """Operators drawn from: +, -, *."""
     train_size: PositiveInt = 20000
+    """Training problems generated."""
     val_size: PositiveInt = 500
+    """Validation problems generated (disjoint from training)."""
     seed: NonNegativeInt = 1234
+    """Seed of the generator."""
 
 
 class Data(Section):
     source: str = Field("rlrun:arithmetic", min_length=1)
+    """rlrun:arithmetic | a .jsonl/.json/.parquet file | hf:<dataset name>"""
     val_source: str | None = None
+    """null = the source's own validation split (generator, hf:); a file has none"""
     arithmetic: Arithmetic = Arithmetic()
+    """used when source is rlrun:arithmetic"""
     prompt_key: str = Field("prompt", min_length=1)
+    """The record key holding the prompt; dotted keys reach into nested records (verl: reward_model.ground_truth)"""
     answer_key: str = Field("answer", min_length=1)
+    """The record key holding the reference answer (dotted keys reach into nested records)."""
     apply_chat_template: Literal["auto", True, False] = "auto"
-    system_prompt: str | None = None  # an instruction before every prompt (a chat model's system message)
-    prompt_template: str = PROMPT_PLACEHOLDER  # wraps each dataset prompt; rules.py checks the placeholder
+    """Wrap each prompt in the tokenizer's chat template: true | false | auto = when the tokenizer has one"""
+    system_prompt: str | None = None
+    """An instruction before every prompt: a chat model's system message (null = none)."""
+    prompt_template: str = PROMPT_PLACEHOLDER
+    """Wraps each dataset prompt; must contain {prompt}, which the dataset's prompt replaces."""
     max_prompt_tokens: PositiveInt = 64
+    """Longest prompt in tokens; longer ones are handled by overlong_prompts."""
     overlong_prompts: Literal["drop", "truncate", "error"] = "drop"
+    """What happens to a longer prompt: drop | truncate | error"""
     shuffle: bool = True
+    """Draw the training prompts in a shuffled order (seeded by data.seed)."""
     seed: NonNegativeInt = 0
+    """Seed of the prompt order."""

@@ -23,15 +23,28 @@ class Recipe(Section):
     """A resolved recipe (after `extends` and overrides)."""
 
     schema_version: Literal[1] = SCHEMA_VERSION
+    """The recipe format's version; 1 is the only one."""
     description: str = ""
+    """Free text: what this recipe is for (`rlrun recipes` shows it)."""
     model: Model = Model()
+    """The policy being trained."""
     data: Data = Data()
+    """Where prompts and answers come from."""
     rollout: Rollout = Rollout()
+    """How responses are sampled."""
     reward: Reward = Reward()
+    """The weighted reward functions and overlong shaping."""
     algorithm: Algorithm = Algorithm()
+    """Advantage estimation, in-reward KL, group filtering, plugins."""
     actor: Actor = Actor()
+    """The policy loss, its KL and entropy terms, optimisation and batch sizes."""
     critic: Critic = Critic()
+    """The value model (needed by estimators that declare a critic, e.g. gae)."""
     reference: Reference = Reference()
+    """The KL anchor."""
     distillation: Distillation = Distillation()
+    """On-policy distillation from a teacher that scores the student's tokens."""
     trainer: Trainer = Trainer()
+    """How long, on what, with which evaluation and checkpoints."""
     logging: Logging = Logging()
+    """Where metrics go: console, metrics.jsonl, Weights & Biases."""

@@ -13,23 +13,38 @@ class ImportanceSampling(Section):
     """Truncated importance weights for the rollout engine / trainer log-prob mismatch."""
 
     level: Literal["off", "token", "sequence"] = "off"
+    """Weights per token, one per sequence, or none: off | token | sequence"""
     cap: Annotated[float, Field(ge=1)] = 2.0
+    """Upper bound of each truncated importance weight (>= 1)."""
 
 
 class Vllm(Section):
     gpu_memory_utilization: Annotated[float, Field(gt=0, le=1)] = 0.5
+    """Share of the GPU's memory vLLM may take, 0 to 1."""
     tensor_parallel_size: PositiveInt = 1
+    """GPUs one vLLM engine spans."""
     enable_sleep_mode: bool = False
+    """Free vLLM's weights and KV cache while the trainer runs (woken for each generation)."""
 
 
 class Rollout(Section):
     engine: Literal["hf", "vllm"] = "hf"  # not a registry lookup: importing the engines loads transformers
+    """The sampler (hf = rlrun's own loop): hf | vllm"""
     n: PositiveInt = 8
+    """samples per prompt (the group of GRPO-style estimators)"""
     max_response_tokens: PositiveInt = 8
+    """Longest response in tokens; longer ones are cut (truncated)."""
     min_response_tokens: NonNegativeInt = 0  # EOS masked until then
+    """EOS is masked until this many tokens (fixed-length benchmarks)"""
     temperature: Annotated[float, Field(gt=0)] = 1.0
+    """Sampling temperature; log-probs are taken under the same temperature."""
     top_p: Annotated[float, Field(gt=0, le=1)] = 1.0
+    """Nucleus sampling: keep the smallest set of tokens with this much probability (1 = off)."""
     top_k: NonNegativeInt = 0
+    """Keep the k most likely tokens; 0 = off"""
     max_batch_samples: PositiveInt = 1024
+    """the most sequences generated in one batch (caps memory)"""
     importance_sampling: ImportanceSampling = ImportanceSampling()
+    """correction when the engine's log-probs differ from the trainer's"""
     vllm: Vllm = Vllm()
+    """Settings of the vllm engine (used when engine is vllm)."""

@@ -11,23 +11,38 @@ from rlrun.schema.base import NonNegativeInt, PositiveInt, Section
 
 class Eval(Section):
     every_steps: NonNegativeInt = 25
+    """Evaluate every this many steps; 0 = only at the start and the end"""
     prompts: PositiveInt = 500
+    """Validation prompts per evaluation."""
     k: PositiveInt = 1
+    """Samples per validation prompt (pass@k, maj@k)."""
     greedy: bool = True
+    """Greedy decoding for evaluation (else the rollout's sampling settings)."""
 
 
 class Checkpoint(Section):
     every_steps: NonNegativeInt = 50
+    """Checkpoint every this many steps; 0 = only at the end"""
     keep_last: PositiveInt = 2
+    """Checkpoints kept; older ones are deleted."""
 
 
 class Trainer(Section):
     total_steps: PositiveInt = 100
+    """Training steps (one rollout and its updates each)."""
     prompts_per_step: PositiveInt = 16
+    """Prompts sampled per step (times rollout.n samples)."""
     seed: NonNegativeInt = 0
+    """Seed of sampling, shuffling and initialisation."""
     output_dir: str = Field("runs", min_length=1)
+    """Where run directories are created."""
     device: Literal["auto", "cpu", "cuda"] = "auto"
+    """Where to train: auto | cpu | cuda"""
     strategy: Literal["ddp", "fsdp2", "deepspeed_zero2", "deepspeed_zero3"] = "ddp"
+    """How several processes share the model: ddp | fsdp2 | deepspeed_zero2 | deepspeed_zero3"""
     eval: Eval = Eval()
+    """Periodic evaluation on the validation prompts."""
     checkpoint: Checkpoint = Checkpoint()
+    """Periodic checkpoints."""
     max_skipped_updates: NonNegativeInt = 10
+    """non-finite losses tolerated before the run aborts"""

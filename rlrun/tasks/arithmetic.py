@@ -37,7 +37,9 @@ class ArithmeticTask:
             raise ValueError(f"digits must be >= 1, got {self.digits}")
         unknown = [op for op in self.operators if op not in OPERATORS]
         if unknown or not self.operators:
-            raise ValueError(f"operators must be a non-empty subset of {OPERATORS}, got {list(self.operators)}")
+            raise ValueError(
+                f"operators must be a non-empty subset of {OPERATORS}, got {list(self.operators)}"
+            )
         if not 0 < self.val_permille < _HASH_BUCKETS:
             raise ValueError(f"val_permille must be in (0, {_HASH_BUCKETS}), got {self.val_permille}")
         object.__setattr__(self, "operators", tuple(self.operators))
@@ -78,8 +80,9 @@ class ArithmeticTask:
         op_index, rest = np.divmod(keys, base * base)
         a, b = np.divmod(rest, base)
         results = {"+": a + b, "-": a - b, "*": a * b}
-        answers = np.select([op_index == i for i in range(len(self.operators))],
-                            [results[op] for op in self.operators])
+        answers = np.select(
+            [op_index == i for i in range(len(self.operators))], [results[op] for op in self.operators]
+        )
         return [
             {"prompt": f"{x}{self.operators[o]}{y}=", "answer": str(z), "data_source": DATA_SOURCE}
             for x, o, y, z in zip(a.tolist(), op_index.tolist(), b.tolist(), answers.tolist())

@@ -66,22 +66,53 @@ def plan_minibatches(
     dp_size: int = 1,
     loss_scale_factor: float | None = None,
     reduce_sum: ReduceSum = _local,
+    micro_batch_tokens: int | None = None,
+    prompt_width: int = 0,
 ) -> list[MiniBatch]:
     """One epoch over the rows of `response_mask`: shuffled, cut into mini- then micro-batches.
 
     `mini_batch` and `micro_batch` count this process's rows (the recipe's sample counts
-    divided by the number of processes); a last, smaller mini-batch is kept."""
+    divided by the number of processes); a last, smaller mini-batch is kept. With
+    `micro_batch_tokens`, micro-batches are cut by padded size instead (`split_by_tokens`)."""
     rows = response_mask.shape[0]
     order = torch.randperm(rows, generator=generator) if shuffle else torch.arange(rows)
     order = order.to(response_mask.device)
+    lengths = response_mask.sum(-1)
     plan = []
     for mini in order.split(mini_batch):
         kwargs = global_agg_kwargs(
             response_mask[mini], dp_size=dp_size, loss_scale_factor=loss_scale_factor, reduce_sum=reduce_sum
         )
         tokens = response_mask[mini].sum().clamp(min=1)
-        plan.append(MiniBatch(micro=list(mini.split(micro_batch)), agg_kwargs=kwargs, tokens=tokens))
+        if micro_batch_tokens is None:
+            micro = list(mini.split(micro_batch))
+        else:
+            micro = split_by_tokens(mini, lengths[mini], budget=micro_batch_tokens, prompt_width=prompt_width)
+        plan.append(MiniBatch(micro=micro, agg_kwargs=kwargs, tokens=tokens))
     return plan
+
+
+def split_by_tokens(
+    rows: torch.Tensor, lengths: torch.Tensor, *, budget: int, prompt_width: int = 0
+) -> list[torch.Tensor]:
+    """Cut `rows` into micro-batches of at most `budget` padded tokens each, a micro-batch
+    costing (its rows) x (prompt_width + its longest response); a row over budget goes alone.
+
+    Rows are taken longest response first, so rows of similar length share a micro-batch and
+    little of it is padding (verl's dynamic batch size, without its balancing across
+    processes: the loss is normalised over the whole mini-batch, so any split gives the same
+    gradient)."""
+    order = torch.sort(lengths, descending=True, stable=True).indices.tolist()
+    micro, current, width = [], [], 0
+    for position in order:
+        width = width if current else prompt_width + int(lengths[position])
+        if current and (len(current) + 1) * width > budget:
+            micro.append(rows[current])
+            current, width = [], prompt_width + int(lengths[position])
+        current.append(position)
+    if current:
+        micro.append(rows[current])
+    return micro
 
 
 class UpdateMetrics:

@@ -6,14 +6,19 @@ which names the base model; `export_merged` writes a plain merged model) — the
 optimizer, scheduler, RNG states, data position, KL controller, W&B run id — only tensors and
 plain Python values, so it loads with `torch.load(..., weights_only=True)`.
 Everything is written into a hidden temporary directory first and renamed into place: a
-crash (even kill -9) leaves either the whole checkpoint or none.
+crash (even kill -9) leaves either the whole checkpoint or none. `checksums.json` records every
+file's size and sha256 at save; resume and export verify them, so a checkpoint damaged later
+(truncated, emptied, bytes changed) is named file by file and never loaded.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import random
 import re
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -21,9 +26,12 @@ import numpy as np
 import torch
 from safetensors.torch import load_model, save_model
 
+from rlrun.errors import ConfigIssue, RecipeError
+
 TRAINER_STATE = "trainer_state.pt"
 CRITIC_WEIGHTS = "critic.safetensors"
 ADAPTER_CONFIG = "adapter_config.json"  # peft's: marks a LoRA checkpoint
+CHECKSUMS = "checksums.json"  # {relative path: {"bytes": n, "sha256": hex}} of every other file
 _STEP_DIR = re.compile(r"^step_(\d+)$")
 
 
@@ -70,6 +78,7 @@ def save_checkpoint(
     if critic is not None:
         save_model(critic, str(tmp / CRITIC_WEIGHTS))
     torch.save(state, tmp / TRAINER_STATE)
+    (tmp / CHECKSUMS).write_text(json.dumps(_checksums(tmp), indent=2))
     if final.exists():  # re-saving a step (e.g. the final step after a periodic save)
         shutil.rmtree(final)
     tmp.rename(final)
@@ -77,6 +86,75 @@ def save_checkpoint(
         for _, old in list_checkpoints(root)[:-keep_last]:
             shutil.rmtree(old, ignore_errors=True)
     return final
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        while chunk := f.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _checksums(checkpoint: Path) -> dict[str, dict[str, Any]]:
+    return {
+        str(p.relative_to(checkpoint)): {"bytes": p.stat().st_size, "sha256": _sha256(p)}
+        for p in sorted(checkpoint.rglob("*"))
+        if p.is_file() and p.name != CHECKSUMS
+    }
+
+
+def checkpoint_damage(checkpoint: Path) -> list[str]:
+    """What is wrong with a checkpoint's files compared with its checksums (empty: intact).
+    A checkpoint saved before checksums were recorded cannot be checked and counts as intact."""
+    listing = checkpoint / CHECKSUMS
+    if not listing.is_file():
+        return []
+    try:
+        expected = json.loads(listing.read_text())
+    except (OSError, ValueError) as exc:
+        return [f"{listing}: unreadable ({exc})"]
+    damage = []
+    for name, saved in expected.items():
+        path = checkpoint / name
+        if not path.is_file():
+            damage.append(f"{path}: missing")
+        elif (size := path.stat().st_size) != saved["bytes"]:
+            damage.append(f"{path}: {size} bytes, {saved['bytes']} when saved (truncated or overwritten)")
+        elif _sha256(path) != saved["sha256"]:
+            damage.append(f"{path}: its contents changed since it was saved (sha256 differs)")
+    return damage
+
+
+def check_checkpoint(checkpoint: Path) -> None:
+    """Raise a located error if the checkpoint's files are not the ones that were saved."""
+    damage = checkpoint_damage(checkpoint)
+    if damage:
+        raise RecipeError(
+            [
+                ConfigIssue(
+                    f"the checkpoint is damaged: {problem}",
+                    code="checkpoint-damaged",
+                    file=problem.split(": ", 1)[0],
+                    fix="use an earlier checkpoint of the run",
+                )
+                for problem in damage
+            ]
+        )
+
+
+def latest_intact_checkpoint(root: Path, warn: Callable[[str], None]) -> Path | None:
+    """The newest checkpoint whose files match their checksums; each newer, damaged one is
+    skipped with a warning naming its files. Raises if there are checkpoints but none is intact."""
+    found = list_checkpoints(root)
+    for _, path in reversed(found):
+        damage = checkpoint_damage(path)
+        if not damage:
+            return path
+        warn(f"Checkpoint {path.name} is damaged and skipped: {'; '.join(damage)}.")
+    if found:
+        check_checkpoint(found[-1][1])
+    return None
 
 
 def remove_partial_checkpoints(root: Path) -> None:
@@ -101,7 +179,10 @@ def load_policy_weights(checkpoint: Path, model: torch.nn.Module) -> None:
 
         set_peft_model_state_dict(model, load_peft_weights(str(checkpoint), device="cpu"))
     else:
-        model.load_state_dict(type(model).from_pretrained(checkpoint, dtype=model.dtype).state_dict())
+        from rlrun.training.models import dtype_argument
+
+        weights = type(model).from_pretrained(checkpoint, **dtype_argument(model.dtype)).state_dict()
+        model.load_state_dict(weights)
 
 
 def export_merged(checkpoint: Path, out: Path) -> Path:

@@ -20,6 +20,7 @@ def global_advantages(
     values: torch.Tensor | None,
     reward_baselines: torch.Tensor | None,
     reward_components: dict[str, torch.Tensor],
+    token_inputs: dict[str, torch.Tensor] | None = None,
     **options: Any,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """`advantage_fn` over every process's rows at once, as one process with the whole batch
@@ -27,8 +28,10 @@ def global_advantages(
 
     Group estimators would be exact per process (a group never straddles processes), but GAE
     and REINFORCE++ whiten over the batch, so every estimator sees the global batch: the inputs
-    are a few (N, T) tensors, cheap to gather next to a forward pass.
+    are a few (N, T) tensors, cheap to gather next to a forward pass. `token_inputs` are more
+    (N, T) keyword inputs an estimator declared it needs (`old_log_probs`, `sum_pi_squared`).
     """
+    token_inputs = token_inputs or {}
     if accelerator.num_processes == 1:
         return advantage_fn(
             token_level_rewards,
@@ -37,6 +40,7 @@ def global_advantages(
             values=values,
             reward_baselines=reward_baselines,
             reward_components=reward_components,
+            **token_inputs,
             **options,
         )
     rows, width = response_mask.shape
@@ -44,6 +48,7 @@ def global_advantages(
     per_token = {"rewards": token_level_rewards, "mask": response_mask}
     if values is not None:
         per_token["values"] = values
+    per_token |= {f"input:{name}": tensor for name, tensor in token_inputs.items()}
     inputs: dict[str, Any] = {
         **accelerator.pad_across_processes(per_token, dim=1),
         # group ids are per process: (rank, id) pairs are unique across processes
@@ -62,6 +67,7 @@ def global_advantages(
         values=everyone.get("values"),
         reward_baselines=everyone.get("baselines"),
         reward_components=everyone["components"],
+        **{name: everyone[f"input:{name}"] for name in token_inputs},
         **options,
     )
     mine = slice(accelerator.process_index * rows, (accelerator.process_index + 1) * rows)

@@ -6,15 +6,19 @@
                     (+ DAPO overlong shaping; + dynamic sampling: refill until enough groups vary)
         ref      <- reference log-probs            (only with a KL penalty or KL loss)
         old      <- policy log-probs before update (recomputed only when the sampler's won't do)
+        Σπ²      <- Σ_v π(v)² per response token   (only when the estimator declares it: OTB)
         values   <- critic values                  (only with a critic)
         rewards  <- score at the last token, - β·KL(old‖ref) with in-reward KL
-        adv      <- advantage estimator(rewards, groups, values, greedy baselines for ReMax),
+        adv      <- advantage estimator(rewards, groups, values, greedy baselines for ReMax,
+                    what else it declared, algorithm.advantage_kwargs),
                     over all processes' rows (batch whitening sees the whole batch)
         critic   <- PPO epochs of clipped value loss                     (only with a critic)
         policy   <- PPO epochs over shuffled mini-batches, micro-batch gradient accumulation,
-                    loss = policy loss - entropy bonus + KL loss (+ distillation against a teacher),
+                    loss = policy loss (actor.loss_kwargs; a seeded generator if it draws random
+                    numbers) - entropy bonus + KL loss (+ distillation against a teacher),
                     normalised over the whole mini-batch; clip grad norm; AdamW; lr schedule
         sync the new weights to the rollout engine
+        stop (nothing of the step saved) if the weights blew up or the logits are no longer finite
 
 Everything else (where the pieces come from, run directory, checkpoints, logging) lives in the
 sibling modules; this file is the algorithm.
@@ -22,6 +26,7 @@ sibling modules; this file is the algorithm.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterator
 from contextlib import nullcontext
 from dataclasses import replace
@@ -34,19 +39,38 @@ from rlrun.algorithms.aggregation import agg_loss
 from rlrun.algorithms.distillation import distillation_loss
 from rlrun.algorithms.importance_sampling import truncated_is_weights
 from rlrun.algorithms.kl import apply_kl_penalty, kl_penalty
+from rlrun.algorithms.masked import sum_pi_squared
 from rlrun.algorithms.value_loss import compute_value_loss
 from rlrun.recipes import LoadedRecipe
 from rlrun.training.batching import MiniBatch, UpdateMetrics, plan_minibatches
 from rlrun.training.distributed import global_advantages
-from rlrun.training.metrics import Say, across_processes, batch_metrics
+from rlrun.training.metrics import across_processes, batch_metrics
 from rlrun.training.profiling import Timer, profiled_steps
 from rlrun.training.run import Run, RunOptions, start_run
-from rlrun.training.sequences import Sequences, forward_batched, response_log_probs, response_values
-from rlrun.training.session import GEN_STREAM, SHUFFLE_STREAM, Session, step_seed
+from rlrun.training.sequences import (
+    Sequences,
+    forward_batched,
+    response_log_probs,
+    response_logits,
+    response_values,
+)
+from rlrun.training.session import GEN_STREAM, LOSS_STREAM, SHUFFLE_STREAM, Session, step_seed
+from rlrun.training.sinks import Say
 
 
 class TooManySkippedUpdates(RuntimeError):
     """More non-finite updates than `trainer.max_skipped_updates`."""
+
+
+class NonFiniteModel(RuntimeError):
+    """The policy's weights or outputs are no longer finite numbers."""
+
+
+PROBE_ROWS = 4  # sequences of the step re-scored after its update to check the policy's logits
+# One step that multiplies the size of the weights by this much has blown the model up (a sound
+# update changes the L2 norm of all weights by well under 1 %).
+MAX_WEIGHT_GROWTH = 10.0
+_SAMPLING_NON_FINITE = "probability tensor contains"  # torch.multinomial's message for inf/nan probabilities
 
 
 def train(
@@ -58,8 +82,20 @@ def train(
     with run.supervise(), profiled_steps(run.profile_dir, s.accelerator.process_index) as step_done:
         if s.step == 0:
             run.log(0, s.evaluate())  # the starting point every curve is compared with
+        norm = weight_norm(s.unwrapped_policy)
         for step in range(s.step + 1, total + 1):
-            metrics = training_step(s, step)
+            try:
+                metrics = training_step(s, step)
+            except RuntimeError as exc:  # sampling from a policy that broke without being caught
+                if _SAMPLING_NON_FINITE not in str(exc):
+                    raise
+                problem = "sampling probabilities stopped being finite numbers"
+                raise NonFiniteModel(
+                    broken_model_message(problem, step, s.scheduler.get_last_lr()[0])
+                ) from exc
+            norm = check_policy_health(
+                s, s.last_experience.seq, step, lr=metrics["actor/lr"], norm_before=norm
+            )
             step_done()
             s.step = step
             if run.eval_due(step):
@@ -88,7 +124,12 @@ def training_step(s: Session, step: int) -> dict[str, float]:
             greedy = s.collector.generate(exp.prompts, replace(s.sampling, n=1, greedy=True))
             baselines = greedy.scores.repeat_interleave(exp.n)
 
-        forward = partial(forward_batched, seq=seq, chunk=r.actor.micro_batch_samples)
+        forward = partial(
+            forward_batched,
+            seq=seq,
+            chunk=r.actor.micro_batch_samples,
+            chunk_tokens=r.actor.micro_batch_tokens,
+        )
         temperature = r.rollout.temperature
         ref_log_probs, old_log_probs, values, teacher = None, exp.rollout_log_probs, None, {}
         if needs.reference:
@@ -97,6 +138,14 @@ def training_step(s: Session, step: int) -> dict[str, float]:
         if needs.recompute_old_log_probs:
             with timer("old_log_prob"):
                 old_log_probs = forward(lambda q: response_log_probs(s.policy, q, temperature)[0])
+        token_inputs = {}  # what the estimator declared it needs beyond the usual inputs
+        if needs.sum_pi_squared:
+            with timer("sum_pi_squared"):
+                token_inputs["sum_pi_squared"] = forward(
+                    lambda q: sum_pi_squared(
+                        response_log_probs(s.policy, q, temperature, return_logits=True)[2]
+                    )
+                )
         if needs.teacher:
             with timer("teacher"):
                 teacher = teacher_scores(s, seq)
@@ -118,6 +167,20 @@ def training_step(s: Session, step: int) -> dict[str, float]:
                     r.algorithm.kl_in_reward.estimator,
                 )
                 metrics |= kl_metrics
+            is_weights = None
+            if r.rollout.importance_sampling.level != "off":
+                is_weights, is_metrics = truncated_is_weights(
+                    old_log_probs,
+                    exp.rollout_log_probs,
+                    mask,
+                    r.rollout.importance_sampling.level,
+                    r.rollout.importance_sampling.cap,
+                )
+                metrics |= is_metrics
+            if s.advantage_needs.needs_old_log_probs:
+                token_inputs["old_log_probs"] = old_log_probs
+                if is_weights is not None:
+                    token_inputs["rollout_is_weights"] = is_weights
             advantages, returns = global_advantages(
                 s.accelerator,
                 s.advantage_fn,
@@ -130,17 +193,9 @@ def training_step(s: Session, step: int) -> dict[str, float]:
                 lam=r.algorithm.lam,
                 norm_adv_by_std_in_grpo=r.algorithm.norm_adv_by_std_in_grpo,
                 reward_components={k: v.to(mask.device) for k, v in exp.reward.components.items()},
+                token_inputs=token_inputs,
+                **r.algorithm.advantage_kwargs,
             )
-            is_weights = None
-            if r.rollout.importance_sampling.level != "off":
-                is_weights, is_metrics = truncated_is_weights(
-                    old_log_probs,
-                    exp.rollout_log_probs,
-                    mask,
-                    r.rollout.importance_sampling.level,
-                    r.rollout.importance_sampling.cap,
-                )
-                metrics |= is_metrics
 
         if needs.critic:
             with timer("update_critic"):
@@ -182,6 +237,44 @@ def training_step(s: Session, step: int) -> dict[str, float]:
     return across_processes(metrics, lambda x, op: s.accelerator.reduce(x, reduction=op), dp)
 
 
+def weight_norm(model: torch.nn.Module) -> float:
+    """The L2 norm of all the model's weights, in float64 (no overflow below 1e150); NaN or inf
+    if any weight is not finite."""
+    with torch.no_grad():
+        norms = torch.stack([torch.linalg.vector_norm(p.detach().double()) for p in model.parameters()])
+    return float(torch.linalg.vector_norm(norms))
+
+
+def check_policy_health(s: Session, seq: Sequences, step: int, *, lr: float, norm_before: float) -> float:
+    """After a step's updates, before anything is logged or saved: stop the run if the policy's
+    weights are no longer finite, grew more than `MAX_WEIGHT_GROWTH`-fold in the step, or give
+    non-finite logits on a few of the step's sequences (a learning rate that blows the weights up
+    leaves the gradients finite until sampling fails). Returns the weight norm for the next check."""
+    policy = s.unwrapped_policy
+    norm = weight_norm(policy)
+    problem = None
+    if not math.isfinite(norm):
+        problem = "weights stopped being finite numbers"
+    elif norm > MAX_WEIGHT_GROWTH * norm_before:
+        problem = f"weights grew {norm / norm_before:.3g}-fold (L2 norm {norm_before:.4g} -> {norm:.4g})"
+    else:
+        rows = torch.arange(min(PROBE_ROWS, seq.input_ids.shape[0]), device=seq.input_ids.device)
+        with torch.no_grad():
+            if not torch.isfinite(response_logits(policy, seq.rows(rows))).all():
+                problem = "logits stopped being finite numbers"
+    if not s.collector.everywhere(problem is None):
+        raise NonFiniteModel(broken_model_message(problem or "logits stopped being finite numbers", step, lr))
+    return norm
+
+
+def broken_model_message(problem: str, step: int, lr: float) -> str:
+    return (
+        f"in step {step} the policy's {problem} (learning rate {lr:g}). The likely cause is a learning "
+        "rate too high for this model: lower actor.optimizer.lr. Nothing of this step was saved: the "
+        "checkpoints hold the model from before it"
+    )
+
+
 def scores_at_last_token(scores: torch.Tensor, response_mask: torch.Tensor) -> torch.Tensor:
     """(N, T) token-level scores: each response's score on its last token, 0 elsewhere."""
     last = (response_mask.sum(-1).long() - 1).clamp(min=0)
@@ -199,6 +292,7 @@ def teacher_scores(s: Session, seq: Sequences) -> dict[str, torch.Tensor]:
             lambda q: response_log_probs(s.teacher, q, temperature)[0],
             seq=seq,
             chunk=s.recipe.actor.micro_batch_samples,
+            chunk_tokens=s.recipe.actor.micro_batch_tokens,
         )
         return {"teacher_log_probs": log_probs}
     logits = response_log_probs(s.teacher, seq, temperature, return_logits=True)[2]
@@ -227,6 +321,9 @@ def update_actor(
         "clip_ratio_c": a.clip_ratio_c,
     }
     generator = torch.Generator().manual_seed(step_seed(r.trainer.seed, step, SHUFFLE_STREAM))
+    draws = {}  # a loss that draws random numbers gets its own stream: resume draws the same
+    if s.policy_loss_needs.draws_random:
+        draws["generator"] = torch.Generator().manual_seed(step_seed(r.trainer.seed, step, LOSS_STREAM))
     task_loss = not d.enabled or d.use_task_rewards
     grad_entropy = a.entropy_coef != 0
     out = UpdateMetrics()
@@ -253,6 +350,7 @@ def update_actor(
                 rollout_is_weights=take(is_weights) if is_weights is not None else None,
                 agg_kwargs=mb.agg_kwargs,
                 **ppo_kwargs,
+                **draws,
                 **a.loss_kwargs,
             )
             loss = loss + pg_loss
@@ -375,6 +473,8 @@ def minibatch_plan(s: Session, seq: Sequences, generator: torch.Generator) -> li
         dp_size=dp,
         loss_scale_factor=r.rollout.max_response_tokens,  # not a micro-batch's own (trimmed) width
         reduce_sum=_reduce_sum(s),
+        micro_batch_tokens=r.actor.micro_batch_tokens,
+        prompt_width=seq.prompt_width,
     )
 
 

@@ -9,9 +9,13 @@ adapters disabled.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import torch
+import transformers
+from packaging.version import Version
 from transformers import (
     AutoModel,
     AutoModelForCausalLM,
@@ -21,12 +25,47 @@ from transformers import (
 )
 
 from rlrun.embedded import resolve_model_path
+from rlrun.errors import ConfigIssue, RecipeError
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
+@contextmanager
+def _loading(path: str) -> Iterator[None]:
+    """A model or tokenizer that cannot be loaded (no such folder, a broken config.json, hub
+    unreachable) is a recipe error located at the path, not a traceback. Validation catches
+    most of these before any model loads; this is what it cannot see."""
+    try:
+        yield
+    except (OSError, ValueError) as exc:
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        issue = ConfigIssue(
+            f"the model cannot be loaded: {reason}",
+            code="model-load",
+            file=path,
+            fix="name a Hugging Face model folder (config.json, weights, tokenizer) or a hub id reachable "
+            "from here",
+        )
+        raise RecipeError([issue]) from None
+
+
+def dtype_keyword(transformers_version: str) -> str:
+    """The `from_pretrained` keyword for the weights' dtype: `dtype` from transformers 4.56 on,
+    `torch_dtype` before (older versions pass an unknown `dtype` into the config, whose JSON
+    serialisation then fails)."""
+    return "dtype" if Version(transformers_version) >= Version("4.56") else "torch_dtype"
+
+
+def dtype_argument(dtype: torch.dtype) -> dict[str, torch.dtype]:
+    """`from_pretrained(..., **dtype_argument(torch.bfloat16))` on the installed transformers."""
+    return {dtype_keyword(transformers.__version__): dtype}
+
+
 def load_tokenizer(path: str, trust_remote_code: bool = False) -> PreTrainedTokenizerBase:
-    tokenizer = AutoTokenizer.from_pretrained(resolve_model_path(path), trust_remote_code=trust_remote_code)
+    with _loading(path):
+        tokenizer = AutoTokenizer.from_pretrained(
+            resolve_model_path(path), trust_remote_code=trust_remote_code
+        )
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
     return tokenizer
@@ -36,9 +75,10 @@ def load_causal_lm(
     path: str, dtype: str = "float32", trust_remote_code: bool = False, trainable: bool = True
 ) -> PreTrainedModel:
     """A causal LM; frozen (eval mode, no grad) unless `trainable`."""
-    model = AutoModelForCausalLM.from_pretrained(
-        resolve_model_path(path), dtype=DTYPES[dtype], trust_remote_code=trust_remote_code
-    )
+    with _loading(path):
+        model = AutoModelForCausalLM.from_pretrained(
+            resolve_model_path(path), **dtype_argument(DTYPES[dtype]), trust_remote_code=trust_remote_code
+        )
     return model.train() if trainable else freeze(model)
 
 
@@ -76,9 +116,10 @@ class ValueModel(torch.nn.Module):
     def from_pretrained(
         cls, path: str, dtype: str = "float32", trust_remote_code: bool = False
     ) -> ValueModel:
-        backbone = AutoModel.from_pretrained(
-            resolve_model_path(path), dtype=DTYPES[dtype], trust_remote_code=trust_remote_code
-        )
+        with _loading(path):
+            backbone = AutoModel.from_pretrained(
+                resolve_model_path(path), **dtype_argument(DTYPES[dtype]), trust_remote_code=trust_remote_code
+            )
         return cls(backbone).to(DTYPES[dtype])
 
     def forward(self, **inputs: Any) -> torch.Tensor:

@@ -34,7 +34,7 @@ def _fused_supported(params: list[torch.nn.Parameter]) -> bool:
 def lr_factor(
     step: int, *, name: str, warmup_steps: int, total_steps: int, min_lr_ratio: float = 0.0
 ) -> float:
-    """The multiplier of the base lr for optimizer step `step` (0-based)."""
+    """The multiplier of the base lr at training step `step` (0-based: the scheduler's count)."""
     if step < warmup_steps:
         return (step + 1) / warmup_steps
     if name == "constant":
@@ -45,7 +45,8 @@ def lr_factor(
 
 
 def build_scheduler(optimizer: torch.optim.Optimizer, cfg: Any, total_steps: int) -> LambdaLR:
-    """`cfg`: the recipe's `actor.lr_scheduler` section; `total_steps` counts optimizer steps."""
+    """`cfg`: the recipe's `actor.lr_scheduler` section; `total_steps` counts training steps (the
+    schedule advances once per step, however many optimizer steps the step makes)."""
     return LambdaLR(
         optimizer,
         lambda step: lr_factor(

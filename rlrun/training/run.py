@@ -7,16 +7,20 @@ Only the main process touches the disk or W&B; every process builds the same `Se
 from __future__ import annotations
 
 import json
+import os
 import signal
+import socket
+import statistics
 import threading
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+import torch
 import yaml
 from accelerate import PartialState
 
@@ -24,21 +28,19 @@ from rlrun.errors import RecipeError
 from rlrun.recipes import LoadedRecipe, algorithm_summary
 from rlrun.training import checkpoint as ckpt
 from rlrun.training.allocator import keep_freed_memory
-from rlrun.training.metrics import (
-    ConsoleSink,
-    JsonlSink,
-    MetricsLogger,
-    SamplesSink,
-    Say,
-    Sink,
-    WandbSink,
-    sample_rows,
-)
-from rlrun.training.rundir import RunDir, git_state, now_iso, package_versions
+from rlrun.training.metrics import sample_rows
+from rlrun.training.rundir import RunDir, check_run_name, git_state, now_iso, package_versions, run_setup
 from rlrun.training.session import Session, locked_changes, on_cpu
+from rlrun.training.sinks import ConsoleSink, JsonlSink, MetricsLogger, SamplesSink, Say, Sink, WandbSink
 from rlrun.training.stalls import STALL_STEPS, find_stalls
 
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1)  # each asks for a clean stop
 SAMPLES_PER_LOG = 16  # completions written to samples.jsonl / the W&B table each time
+# Below this many parameters a CPU run uses one intra-op thread: it is nearly as fast as several
+# and immune to a busy core (with two threads on 2 shared cores a tiny model's step took 8 s, not 0.2).
+SMALL_MODEL_PARAMETERS = 10_000_000
+SLOW_STEP_FACTOR = 5  # a step this many times the run's typical step time gets a console note
+SLOW_STEP_MIN_S = 1.0  # ...if it also took at least this long
 
 
 @dataclass
@@ -55,8 +57,32 @@ class RunOptions:
 def default_run_dir(loaded: LoadedRecipe, options: RunOptions) -> Path:
     if options.run_dir is not None:
         return Path(options.run_dir)
+    if options.name is not None:
+        check_run_name(options.name)
     name = options.name or f"{loaded.source_path.stem}-{datetime.now(timezone.utc):%Y%m%d-%H%M%S}"
     return Path(loaded.recipe.trainer.output_dir) / name
+
+
+def cpu_threads_for(parameters: int, environ: Mapping[str, str]) -> int | None:
+    """The intra-op thread count a CPU run should use, or None to leave torch's choice: one for a
+    small model, unless the user set OMP_NUM_THREADS."""
+    if "OMP_NUM_THREADS" in environ or parameters >= SMALL_MODEL_PARAMETERS:
+        return None
+    return 1
+
+
+def slow_step_note(step: int, seconds: float, earlier: list[float]) -> str | None:
+    """A console note when `step` took far longer than the run's typical (median) step."""
+    if len(earlier) < 3:
+        return None
+    typical = statistics.median(earlier)
+    if seconds < SLOW_STEP_MIN_S or seconds < SLOW_STEP_FACTOR * typical:
+        return None
+    return (
+        f"Step {step} took {seconds:.1f} s, {seconds / typical:.0f}x this run's typical {typical:.2f} s: "
+        "the machine is probably busy (other processes on the same cores; with several threads per "
+        "process each waits for the slowest — try OMP_NUM_THREADS=1), or it is swapping."
+    )
 
 
 def check_resume(run_dir: Path, loaded: LoadedRecipe) -> None:
@@ -72,19 +98,26 @@ class Run:
     """A started run: where it writes, and its logging (main process only)."""
 
     def __init__(
-        self, loaded: LoadedRecipe, options: RunOptions, session: Session, say: Say, overrides: list[str]
+        self,
+        loaded: LoadedRecipe,
+        options: RunOptions,
+        session: Session,
+        say: Say,
+        overrides: list[str],
+        directory: RunDir | None = None,  # the claimed (locked) directory, on the main process
     ):
         self.recipe, self.session, self.say = loaded.recipe, session, say
         self.main = session.accelerator.is_main_process
         path = default_run_dir(loaded, options)
-        self.dir = RunDir(path)
+        self.dir = directory or RunDir(path)
         self.profile_dir = path / "profile" if options.profile else None
         self.start_wall = 0.0
         self.stop_requested = False
+        self.step_seconds: list[float] = []  # this invocation's step times, for the slow-step note
         resume_from = None
         if options.resume:
             ckpt.remove_partial_checkpoints(self.dir.checkpoints)
-            resume_from = ckpt.latest_checkpoint(self.dir.checkpoints)
+            resume_from = ckpt.latest_intact_checkpoint(self.dir.checkpoints, warn=say)
         wandb_id = None
         if resume_from is not None:
             state = session.load_checkpoint(resume_from)
@@ -100,18 +133,33 @@ class Run:
             resume_step = (session.step if resume_from is not None else -1) if options.resume else None
             self.sinks = self._sinks(loaded, wandb_id, resume_step=resume_step)
             meta.update(
-                status="running", end_time=None, wandb_run_id=self._wandb_id() or meta.get("wandb_run_id")
+                status="running",
+                end_time=None,
+                wandb_run_id=self._wandb_id() or meta.get("wandb_run_id"),
+                # Who is training and when it last finished a step: `compare` tells a live run
+                # from one that died without a word (kill -9, power loss, a full disk).
+                pid=os.getpid(),
+                hostname=socket.gethostname(),
+                heartbeat=now_iso(),
             )
             if options.resume:
                 meta["total_steps"] = loaded.recipe.trainer.total_steps  # a resume may extend the run
                 meta.setdefault("resumes", []).append(
-                    {"time": now_iso(), "from_step": session.step, "overrides": overrides}
+                    {
+                        "time": now_iso(),
+                        "from_step": session.step,
+                        "overrides": overrides,
+                        "setup": self._setup(),
+                    }
                 )
             self.dir.write_meta(meta)
         self.logger = MetricsLogger(self.sinks, start_wall=self.start_wall)
         # The latest steps' metrics: a stall shows as a window of STALL_STEPS stalled steps.
         self.recent: deque[dict[str, float]] = deque(maxlen=STALL_STEPS)
         self.stalls_reported: set[str] = set()
+
+    def _setup(self) -> dict[str, Any]:
+        return run_setup(self.session.accelerator, self.recipe.model.dtype)
 
     def _new_meta(self, loaded: LoadedRecipe, overrides: list[str]) -> dict[str, Any]:
         sha, dirty = git_state()
@@ -128,6 +176,7 @@ class Run:
             "total_steps": r.trainer.total_steps,
             "algorithm": algorithm_summary(r),
             "model": r.model.path,
+            "setup": self._setup(),  # of the start; each resume records its own
             "recipe": str(loaded.source_path),
             "overrides": overrides,
             "wandb_run_id": None,
@@ -180,6 +229,12 @@ class Run:
         if not self.main:
             return
         self.logger.log(step, metrics)
+        self.dir.update_meta(heartbeat=now_iso())
+        if "timing_s/step" in metrics:
+            note = slow_step_note(step, metrics["timing_s/step"], self.step_seconds[-50:])
+            if note:
+                self.say(note)
+            self.step_seconds.append(metrics["timing_s/step"])
         self.recent.append({"step": step, **metrics})
         for stall in find_stalls(self.recent):
             if stall.check not in self.stalls_reported:
@@ -195,43 +250,51 @@ class Run:
 
     @contextmanager
     def supervise(self) -> Iterator[None]:
-        """Ctrl-C asks the loop to stop after the current step (`stop_requested`); the run then
-        saves a checkpoint of that step and ends "interrupted". A second Ctrl-C stops at once
-        (the half-done step is lost; the last checkpoint stays). Any error marks the run failed."""
+        """Ctrl-C, SIGTERM (timeout, SLURM, Kubernetes) and SIGUSR1 ask the loop to stop after the
+        current step (`stop_requested`); the run then saves a checkpoint of that step and ends
+        "interrupted". A second signal stops at once: the half-done step is lost and nothing is
+        saved, so a checkpoint only ever holds a whole step. Any error marks the run failed."""
         status = "failed"
-        previous = None
+        at_step_boundary = False
+        previous = {}
         if threading.current_thread() is threading.main_thread():
-            previous = signal.signal(signal.SIGINT, self._on_sigint)
+            previous = {sig: signal.signal(sig, self._on_stop_signal) for sig in STOP_SIGNALS}
         try:
             yield
+            at_step_boundary = True
             status = "interrupted" if self.stop_requested else "finished"
         except KeyboardInterrupt:
             status = "interrupted"
         finally:
-            if previous is not None:
-                signal.signal(signal.SIGINT, previous)
             if status == "interrupted":
-                if (
-                    self.stop_requested
-                    and self.session.step > 0
-                    and not self.checkpoint_due(self.session.step)
-                ):
-                    self.checkpoint()
+                try:
+                    if (
+                        at_step_boundary
+                        and self.session.step > 0
+                        and not self.checkpoint_due(self.session.step)
+                    ):
+                        self.checkpoint()
+                except KeyboardInterrupt:  # a second signal while saving: the partial save is ignored
+                    pass
                 self.say(
                     f"Interrupted at step {self.session.step}. Continue with `rlrun resume {self.dir.path}`."
                 )
             self.close(status)
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
 
-    def _on_sigint(self, signum: int, frame: Any) -> None:
+    def _on_stop_signal(self, signum: int, frame: Any) -> None:
         if self.stop_requested:
             raise KeyboardInterrupt
         self.stop_requested = True
-        self.say("Ctrl-C: finishing this step, then saving a checkpoint (Ctrl-C again stops at once).")
+        name = "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
+        self.say(f"{name}: finishing this step, then saving a checkpoint (Ctrl-C again stops at once).")
 
     def close(self, status: str) -> None:
         if self.main:
             self.logger.close(status)
             self.dir.update_meta(status=status, end_time=now_iso(), final_step=self.session.step)
+            self.dir.release()
         self.status = status
 
 
@@ -258,14 +321,31 @@ def start_run(
 ) -> Run:
     """Claim the run directory (refusing to reuse one without --resume / --overwrite), then
     build the session and resume it from the latest checkpoint when asked."""
+    # The default name holds the clock's second: fix it once, so the directory claimed here is
+    # the one the run writes into after the (slow) model load.
     path = default_run_dir(loaded, options)
+    options = replace(options, run_dir=path)
     if options.resume:
         check_resume(path, loaded)
     state = PartialState(cpu=on_cpu(loaded.recipe))
-    if state.is_main_process:
+    directory = (
         RunDir.open(path, resume=options.resume, overwrite=options.overwrite)
-    state.wait_for_everyone()
-    keep_freed_memory()  # every step re-allocates the same buffers: reuse them, don't re-fault them
-    session = make_session(loaded.recipe)
-    session.warn = say
-    return Run(loaded, options, session, say, overrides)
+        if state.is_main_process
+        else None
+    )
+    try:
+        state.wait_for_everyone()
+        keep_freed_memory()  # every step re-allocates the same buffers: reuse them, don't re-fault them
+        session = make_session(loaded.recipe)
+        session.warn = say
+        if on_cpu(loaded.recipe):
+            parameters = sum(p.numel() for p in session.unwrapped_policy.parameters())
+            threads = cpu_threads_for(parameters, os.environ)
+            if threads is not None:
+                torch.set_num_threads(threads)
+        return Run(loaded, options, session, say, overrides, directory)
+    except BaseException:
+        if directory is not None:  # a run that never started leaves no directory behind
+            directory.release()
+            directory.discard_if_unused()
+        raise

@@ -2,16 +2,23 @@
 
 Layout (docs/architecture.md): `recipe.yaml` (as given), `resolved.yaml`, `overrides.json`,
 `meta.json`, `metrics.jsonl`, `samples.jsonl`, `checkpoints/`. A new run never writes into
-an existing directory unless told to: `resume` continues it, `overwrite` replaces it (and only
-if it is an rlrun run directory — nothing else a user made is ever deleted).
+an existing directory unless told to: `resume` continues it, `overwrite` replaces it — and only
+a directory rlrun provably made (its marker file, and nothing but the run layout in it), never
+the working directory or one above it: nothing else a user made is ever deleted.
+
+While a run trains, it holds an exclusive lock on `.rlrun-lock` in its directory (`fcntl.flock`,
+released by the kernel when the process dies, even by kill -9), so a second run, resume or
+overwrite of the same directory is refused while the first is alive.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import platform
 import shutil
+import socket
 import subprocess
 import tempfile
 from dataclasses import dataclass
@@ -25,6 +32,13 @@ import yaml
 from rlrun.errors import ConfigIssue, RecipeError
 
 META = "meta.json"
+MARKER = ".rlrun-run"  # written into every directory rlrun creates for a run
+LOCK = ".rlrun-lock"  # held (flock) while a process trains in the directory; holds "pid host"
+# Everything a run writes at its top level: --overwrite deletes a directory holding nothing else.
+RUN_LAYOUT = frozenset(
+    {MARKER, LOCK, META, "recipe.yaml", "resolved.yaml", "overrides.json", "metrics.jsonl",
+     "samples.jsonl", "checkpoints", "profile", "wandb"}
+)  # fmt: skip
 STATUSES = ("running", "finished", "failed", "interrupted")
 
 
@@ -47,11 +61,76 @@ def _refuse(path: Path, message: str, fix: str) -> RecipeError:
     )
 
 
+def _refuse_flag(path: Path, flag: str, message: str, fix: str) -> RecipeError:
+    return RecipeError([ConfigIssue(message=message, key=flag, code="run-dir", file=str(path), fix=fix)])
+
+
+def check_run_name(name: str) -> None:
+    """A run name is one folder name: it cannot leave `trainer.output_dir`."""
+    if not name or name in (".", "..") or Path(name).is_absolute() or any(sep in name for sep in "/\\"):
+        raise RecipeError(
+            [
+                ConfigIssue(
+                    message="a run name is a single folder name inside trainer.output_dir",
+                    key="--name",
+                    code="run-name",
+                    found=repr(name),
+                    fix="drop the path from --name, or give the whole path with --run-dir",
+                )
+            ]
+        )
+
+
+def _foreign_entries(path: Path) -> list[str]:
+    """What in `path` rlrun did not write (hidden temporary files of an atomic write are rlrun's)."""
+    return sorted(
+        p.name for p in path.iterdir() if p.name not in RUN_LAYOUT and not p.name.startswith(f".{META}.")
+    )
+
+
+def _holds_working_directory(path: Path) -> bool:
+    cwd, target = Path.cwd().resolve(), path.resolve()
+    return cwd == target or target in cwd.parents
+
+
+class RunLock:
+    """An exclusive, non-blocking `flock` on `<run>/.rlrun-lock` naming the holder (pid, host)."""
+
+    def __init__(self, path: Path):
+        self.path = path / LOCK
+        self.made_file = not self.path.exists()
+        # A file object, not a bare descriptor: if the holder is dropped unreleased, closing it
+        # on garbage collection drops the lock too.
+        self.file = os.fdopen(os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644), "r+b", buffering=0)
+        try:
+            fcntl.flock(self.file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = self.file.read(200).decode(errors="replace").strip() or "another process"
+            self.file.close()
+            raise _refuse(
+                path,
+                f"a run is training in this directory right now ({holder})",
+                "wait for it to end or stop it (Ctrl-C), or pick another directory with --name / --run-dir",
+            ) from None
+        self.file.truncate(0)
+        self.file.write(f"pid {os.getpid()} on {socket.gethostname()}\n".encode())
+
+    def release(self, *, remove: bool = False) -> None:
+        """Drop the lock (closing the file does); `remove` also deletes the lock file if this
+        process made it, so a directory that was refused keeps no trace of rlrun."""
+        self.file.close()
+        if remove and self.made_file:
+            self.path.unlink(missing_ok=True)
+
+
 @dataclass
 class RunDir:
-    """A run directory on disk, owned by the main process."""
+    """A run directory on disk, owned by the main process; `lock` is held from `open` until
+    `release` (or the process's end)."""
 
     path: Path
+    lock: RunLock | None = None
+    created: bool = False  # this process made the directory (so may remove it again if unused)
 
     @property
     def checkpoints(self) -> Path:
@@ -67,33 +146,71 @@ class RunDir:
 
     @classmethod
     def open(cls, path: Path, *, resume: bool = False, overwrite: bool = False) -> RunDir:
-        """Claim `path` for a run. Refuses an existing, non-empty directory unless `resume`
-        (it must then hold a run) or `overwrite` (it must be a run directory, which is deleted)."""
+        """Claim `path` for a run and lock it. Refuses a directory a live run holds, and an
+        existing, non-empty directory unless `resume` (it must then hold a run) or `overwrite`
+        (it must be a directory rlrun made for a run, and not hold the working directory)."""
         path = Path(path)
-        exists = path.exists() and any(path.iterdir())
+        if overwrite and path.exists() and _holds_working_directory(path):
+            raise _refuse_flag(
+                path,
+                "--overwrite",
+                "--overwrite never deletes the working directory or a directory above it",
+                "pick a run directory of its own with --name / --run-dir",
+            )
+        created = not path.exists()
+        path.mkdir(parents=True, exist_ok=True)
+        run = cls(path, lock=RunLock(path), created=created)
+        try:
+            run._claim(resume=resume, overwrite=overwrite)
+        except BaseException:
+            run.release(remove=True)
+            run.discard_if_unused()
+            raise
+        return run
+
+    def _claim(self, *, resume: bool, overwrite: bool) -> None:
+        path = self.path
+        entries = [p for p in path.iterdir() if p.name != LOCK]
         is_run = (path / META).is_file()
         if resume:
             if not is_run:
                 raise _refuse(
                     path, "there is no run to resume here (no meta.json)", "start a new run without --resume"
                 )
-            return cls(path)
-        if exists:
+            return
+        if entries:
             if not overwrite:
                 raise _refuse(
                     path,
                     "the run directory already exists",
                     "continue it with --resume, replace it with --overwrite, or pick another with --name / --run-dir",
                 )
-            if not is_run:
-                raise _refuse(
+            foreign = _foreign_entries(path)
+            if not (path / MARKER).is_file() or not is_run or foreign:
+                why = f"it holds {', '.join(foreign[:5])}" if foreign else f"it has no {MARKER} marker"
+                raise _refuse_flag(
                     path,
-                    "--overwrite refuses to delete a directory that is not an rlrun run (no meta.json)",
-                    "pick another directory with --run-dir",
+                    "--overwrite",
+                    f"--overwrite only deletes a directory rlrun made for a run, and this is not one ({why})",
+                    "pick another directory with --name / --run-dir, or delete it yourself",
                 )
-            shutil.rmtree(path)
-        path.mkdir(parents=True, exist_ok=True)
-        return cls(path)
+            for entry in entries:
+                if entry.is_dir() and not entry.is_symlink():
+                    shutil.rmtree(entry)
+                else:
+                    entry.unlink()
+        (path / MARKER).write_text("rlrun run directory: `rlrun train --overwrite` may replace it\n")
+
+    def release(self, *, remove: bool = False) -> None:
+        """Let another process use the directory (the run has ended)."""
+        if self.lock is not None:
+            self.lock.release(remove=remove)
+
+    def discard_if_unused(self) -> None:
+        """Remove the directory again if this process made it and nothing but the marker and
+        lock is in it (a run that failed before it started leaves nothing behind)."""
+        if self.created and self.path.is_dir() and {p.name for p in self.path.iterdir()} <= {MARKER, LOCK}:
+            shutil.rmtree(self.path, ignore_errors=True)
 
     def write_recipe(self, recipe_text: str, resolved: dict[str, Any], overrides: list[str]) -> None:
         (self.path / "recipe.yaml").write_text(recipe_text)
@@ -145,3 +262,46 @@ def package_versions() -> dict[str, str]:
         except metadata.PackageNotFoundError:
             pass
     return versions
+
+
+def run_setup(accelerator: Any, model_dtype: str) -> dict[str, Any]:
+    """Where and how a run computes, for meta.json's `setup` (`rlrun compare` shows it and warns
+    when runs differ): processes and machines, the data-parallel strategy in effect (Accelerate's,
+    so an `--accelerate-config` file counts; `none` for one process), the device (with the GPU's
+    name), the model's dtype and Accelerate's mixed precision."""
+    processes = accelerator.num_processes
+    distributed = getattr(accelerator.distributed_type, "value", str(accelerator.distributed_type))
+    if processes == 1:
+        strategy = "none"
+    elif distributed == "FSDP":
+        strategy = f"fsdp{getattr(accelerator.state.fsdp_plugin, 'fsdp_version', 1)}"
+    elif distributed == "DEEPSPEED":
+        strategy = f"deepspeed_zero{accelerator.state.deepspeed_plugin.zero_stage}"
+    else:
+        strategy = "ddp"
+    device = accelerator.device
+    # torchrun (under `accelerate launch`) says how many processes share this machine
+    per_machine = int(os.environ.get("LOCAL_WORLD_SIZE", processes))
+    return {
+        "processes": processes,
+        "machines": max(1, processes // per_machine),
+        "strategy": strategy,
+        "device": device.type,
+        "device_name": _device_name(device),
+        "dtype": model_dtype,
+        "mixed_precision": str(accelerator.mixed_precision),
+    }
+
+
+def _device_name(device: Any) -> str:
+    if device.type == "cuda":
+        import torch
+
+        return torch.cuda.get_device_name(device)
+    try:  # Linux names the CPU model here; platform.processor() is often empty
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()

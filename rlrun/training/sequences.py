@@ -17,6 +17,7 @@ import torch
 from rlrun.algorithms.masked import entropy_from_logits
 from rlrun.data.padding import left_pad
 from rlrun.shared_prefix import cache_keyword, prefill, prompt_positions
+from rlrun.training.batching import split_by_tokens
 
 
 @dataclass
@@ -173,8 +174,21 @@ def response_values(critic: torch.nn.Module, seq: Sequences) -> torch.Tensor:
 
 
 @torch.no_grad()
-def forward_batched(fn: Callable[[Sequences], torch.Tensor], *, seq: Sequences, chunk: int) -> torch.Tensor:
-    """`fn` (a per-token forward pass) over `seq` in chunks of rows (capping memory), as one (N, T) tensor."""
+def forward_batched(
+    fn: Callable[[Sequences], torch.Tensor], *, seq: Sequences, chunk: int, chunk_tokens: int | None = None
+) -> torch.Tensor:
+    """`fn` (a per-token forward pass) over `seq` in chunks of rows (capping memory), as one
+    (N, T) tensor: `chunk` rows at a time, or with `chunk_tokens` chunks of at most that many
+    padded tokens, rows of similar length together (`split_by_tokens`)."""
     width = seq.response_mask.shape[1]
     rows = torch.arange(seq.input_ids.shape[0], device=seq.input_ids.device)
-    return torch.cat([pad_response(fn(seq.rows(part)), width) for part in rows.split(chunk)])
+    if chunk_tokens is None:
+        return torch.cat([pad_response(fn(seq.rows(part)), width) for part in rows.split(chunk)])
+    parts = split_by_tokens(
+        rows, seq.response_mask.sum(-1), budget=chunk_tokens, prompt_width=seq.prompt_width
+    )
+    results = [(part, fn(seq.rows(part))) for part in parts]
+    out = results[0][1].new_zeros(len(rows), width)
+    for part, result in results:
+        out[part, : result.shape[1]] = result
+    return out

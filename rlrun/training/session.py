@@ -22,10 +22,10 @@ from accelerate.utils import set_seed
 from transformers.utils import logging as hf_logging
 
 from rlrun.algorithms.kl import AdaptiveKLController, FixedKLController, KLController
-from rlrun.algorithms.registries import ADVANTAGES, DISTILLATION_LOSSES, POLICY_LOSSES
+from rlrun.algorithms.registries import ADVANTAGES, POLICY_LOSSES
 from rlrun.data import PromptDataset, PromptSampler, load_prompt_datasets
 from rlrun.errors import ConfigIssue, RecipeError
-from rlrun.evaluation import evaluate
+from rlrun.evaluation import evaluate_recipe
 from rlrun.rewards import RewardFunction
 from rlrun.rollout import ROLLOUT_ENGINES, SamplingParams
 from rlrun.schema import Recipe
@@ -44,7 +44,8 @@ def step_seed(seed: int, step: int, stream: int) -> int:
     return int(np.random.SeedSequence([seed, step, stream]).generate_state(1)[0])
 
 
-GEN_STREAM, SHUFFLE_STREAM = 0, 1
+GEN_STREAM, SHUFFLE_STREAM = 0, 1  # the critic shuffles with SHUFFLE_STREAM + 1
+LOSS_STREAM = 3  # random draws of a policy loss that declares `draws_random` (clip_cov)
 
 
 @dataclass
@@ -56,16 +57,18 @@ class Needs:
     teacher: bool
     greedy_baseline: bool
     recompute_old_log_probs: bool
+    sum_pi_squared: bool
 
 
 def needs_of(recipe: Recipe) -> Needs:
     rows = recipe.trainer.prompts_per_step * recipe.rollout.n
     optimizer_steps_per_rollout = recipe.actor.ppo_epochs * -(-rows // recipe.actor.mini_batch_samples)
+    advantage = ADVANTAGES.needs(recipe.algorithm.advantage)  # what the estimator declared
     return Needs(
         reference=recipe.algorithm.kl_in_reward.enabled or recipe.actor.kl_loss.enabled,
         critic=recipe.critic.enabled,
         teacher=recipe.distillation.enabled,
-        greedy_baseline=recipe.algorithm.advantage == "remax",
+        greedy_baseline=advantage.needs_greedy_baseline,
         # The sampler's log-probs are the old policy's when the engine computes them as the
         # trainer does (hf, float32) and the policy has not moved since sampling.
         recompute_old_log_probs=(
@@ -74,6 +77,7 @@ def needs_of(recipe: Recipe) -> Needs:
             or recipe.model.dtype != "float32"
             or recipe.rollout.importance_sampling.level != "off"
         ),
+        sum_pi_squared=advantage.needs_sum_pi_squared,
     )
 
 
@@ -138,7 +142,8 @@ class Session:
 
         self.advantage_fn = ADVANTAGES.get(r.algorithm.advantage)
         self.policy_loss_fn = POLICY_LOSSES.get(r.actor.policy_loss)
-        self.distillation_fn = DISTILLATION_LOSSES.get(r.distillation.loss) if self.needs.teacher else None
+        self.advantage_needs = ADVANTAGES.needs(r.algorithm.advantage)
+        self.policy_loss_needs = POLICY_LOSSES.needs(r.actor.policy_loss)
         kl = r.algorithm.kl_in_reward
         self.kl_ctrl: KLController = (
             AdaptiveKLController(kl.coef, kl.target_kl, kl.horizon)
@@ -152,7 +157,11 @@ class Session:
             max_batch_samples=r.rollout.max_batch_samples,
             **({"vllm": r.rollout.vllm.model_dump()} if r.rollout.engine == "vllm" else {}),
         )
-        self.reward_fn = RewardFunction([f.model_dump() for f in r.reward.functions])
+        self.reward_fn = RewardFunction(
+            [f.model_dump() for f in r.reward.functions],
+            answer_key=r.data.answer_key,
+            chat=self.train_data.chat,
+        )
         self.sampling = SamplingParams(
             n=r.rollout.n,
             max_tokens=r.rollout.max_response_tokens,
@@ -205,21 +214,7 @@ class Session:
         """Held-out accuracy (`val/accuracy` = mean@k) on the validation split."""
         if self.val_data is None:
             return {}
-        e, ro = self.recipe.trainer.eval, self.recipe.rollout
-        result = evaluate(
-            self.engine,
-            self.tokenizer,
-            self.val_data,
-            k=e.k,
-            greedy=e.greedy,
-            max_tokens=ro.max_response_tokens,
-            temperature=ro.temperature,
-            top_p=ro.top_p,
-            top_k=ro.top_k,
-            seed=self.recipe.trainer.seed,
-            limit=e.prompts,
-            reward=self.reward_fn,
-        )
+        result = evaluate_recipe(self.engine, self.tokenizer, self.val_data, self.recipe, self.reward_fn)
         return result.metrics()
 
     # --- checkpointed state ---------------------------------------------------------------

@@ -32,7 +32,9 @@ def expand(row_values, mask):
     return torch.tensor(row_values, dtype=torch.float32)[:, None] * mask
 
 
-def run(name, rewards, mask, index, **kw):
+def run(name, rewards, mask, index, old_log_probs=None, sum_pi_squared=None, **kw):
+    if old_log_probs is not None:  # the optimal token baselines' extra inputs
+        kw |= {"old_log_probs": old_log_probs, "sum_pi_squared": sum_pi_squared}
     advantages, returns = ADVANTAGES.get(name)(rewards, mask, index, **kw)
     return advantages, returns
 
@@ -221,9 +223,12 @@ def test_every_estimator_takes_the_uniform_keyword_set():
         "lam": 1.0,
         "epsilon": 1e-6,
         "norm_adv_by_std_in_grpo": True,
+        "old_log_probs": torch.zeros(6, 3),
+        "sum_pi_squared": torch.zeros(6, 3),
         "unknown_future_key": 3,
     }
-    for name in ADVANTAGES.names():
+    built_in = [name for name in ADVANTAGES.names() if ADVANTAGES.get(name).__module__.startswith("rlrun.")]
+    for name in built_in:  # (other tests register plugins)
         advantages, returns = ADVANTAGES.get(name)(
             token_level_rewards=rewards, response_mask=mask, index=index, **uniform
         )
@@ -244,15 +249,17 @@ def test_string_and_numpy_group_ids():
 def test_dtypes_are_kept(name, dtype):
     rewards, mask, _ = outcome_batch()
     index = torch.tensor([0, 0, 1, 1, 2, 2])
+    token_inputs = {"old_log_probs": torch.full((6, 3), -1.0), "sum_pi_squared": torch.full((6, 3), 0.3)}
     advantages, _ = ADVANTAGES.get(name)(
         rewards.to(dtype),
         mask,
         index,
         values=torch.zeros(6, 3, dtype=dtype),
         reward_baselines=torch.zeros(6, dtype=dtype),
+        **{k: v.to(dtype) for k, v in token_inputs.items()},
     )
     reference, _ = ADVANTAGES.get(name)(
-        rewards, mask, index, values=torch.zeros(6, 3), reward_baselines=torch.zeros(6)
+        rewards, mask, index, values=torch.zeros(6, 3), reward_baselines=torch.zeros(6), **token_inputs
     )
     assert advantages.dtype == dtype
     assert torch.allclose(advantages.float(), reference, atol=0.05 if dtype == torch.bfloat16 else 1e-6)
@@ -317,3 +324,113 @@ def test_relabelling_group_ids_changes_nothing(batch, name, mapping, offset):
     assert torch.allclose(run(name, rewards, mask, relabelled)[0], expected, atol=1e-6)
     as_strings = [f"prompt-{i}" for i in relabelled.tolist()]
     assert torch.allclose(run(name, rewards, mask, as_strings)[0], expected, atol=1e-6)
+
+
+# --- verl 0.9.1's vectorized forms and the optimal token baseline -------------------------------
+
+
+def test_grpo_vectorized_hand_computed():
+    rewards, mask, index = outcome_batch()
+    advantages, returns = run("grpo_vectorized", rewards, mask, index)
+    # a: 1, 0, 1 -> mean 2/3, unbiased std sqrt(1/3); b: 2, 4 -> mean 3, std sqrt(2); c: singleton 5
+    std_a, std_b = math.sqrt(1 / 3), math.sqrt(2)
+    rows = [
+        (1 / 3) / (std_a + EPS),
+        -1 / (std_b + EPS),
+        (-2 / 3) / (std_a + EPS),
+        1 / (std_b + EPS),
+        5 / (1 + EPS),
+        0,
+    ]
+    torch.testing.assert_close(advantages, expand(rows, mask))
+    assert torch.equal(advantages, returns)
+    dr, _ = run("grpo_vectorized", rewards, mask, index, norm_adv_by_std_in_grpo=False)
+    torch.testing.assert_close(dr, expand([1 / 3, -1, -2 / 3, 1, 5, 0], mask))
+
+
+def test_rloo_vectorized_zeroes_a_singleton_group():
+    rewards, mask, index = outcome_batch()
+    advantages, returns = run("rloo_vectorized", rewards, mask, index)
+    # (c·r - Σ_group r)/(c - 1): a (sum 2): 0.5, -1, 0.5; b (sum 6): -2, 2; c: 0 (loop rloo keeps 5)
+    torch.testing.assert_close(advantages, expand([0.5, -2.0, -1.0, 2.0, 0.0, 0.5], mask))
+    assert torch.equal(advantages, returns)
+    assert run("rloo", rewards, mask, index)[0][4, 0] == 5.0
+
+
+def otb_batch():
+    """Rows 0, 1 form one group, row 2 is alone. Lengths 3, 2, 1; scores 1 (t=2), 2 (t=1), 3 (t=0).
+
+    π(a_t) = 0.5 and Σπ² = 0.5 everywhere except row 1 at t=0 (π = 0.25): w = 1 - 2π + Σπ² is 0.5,
+    and 1.0 there; W = cumsum(w·m): row 0 [0.5, 1, 1.5], row 1 [1, 1.5, 1.5].
+    """
+    mask = torch.tensor([[1.0, 1, 1], [1, 1, 0], [1, 0, 0]])
+    rewards = torch.tensor([[0.0, 0, 1], [0, 2, 0], [3, 0, 0]])
+    pi = torch.full((3, 3), 0.5)
+    pi[1, 0] = 0.25
+    return rewards, mask, torch.tensor([7, 7, 8]), pi.log(), torch.full((3, 3), 0.5)
+
+
+def test_optimal_token_baseline_hand_computed():
+    advantages, returns = run("optimal_token_baseline", *otb_batch())
+    # G: row 0 [1, 1, 1], row 1 [2, 2, 0], row 2 [3, 0, 0]
+    torch.testing.assert_close(returns, torch.tensor([[1.0, 1, 1], [2, 2, 0], [3, 0, 0]]))
+    # B_t = Σ G·W·m / (Σ W·m + 1e-8): t0 (0.5 + 2)/1.5, t1 (1 + 3)/2.5, t2 1.5/1.5 -- but row 0 is
+    # the group's only longest row, so its baseline is 0 from the second-longest length (2) on;
+    # row 2 is a group of one: baseline 0.
+    b0, b1 = 2.5 / 1.5, 4.0 / 2.5
+    expected = torch.tensor([[1 - b0, 1 - b1, 1.0], [2 - b0, 2 - b1, 0], [3, 0, 0]])
+    torch.testing.assert_close(advantages, expected)
+    kept_tail, _ = run("optimal_token_baseline", *otb_batch(), handle_zero_tail=False)
+    torch.testing.assert_close(kept_tail[0, 2], torch.tensor(0.0))  # 1 - 1.5/1.5
+
+
+def test_optimal_token_baseline_squares_the_is_weights():
+    weights = torch.ones(3, 3)
+    weights[1, 0] = 2.0  # w there becomes 1.0·4: W row 1 = [4, 4.5, 4.5]
+    advantages, _ = run("optimal_token_baseline", *otb_batch(), rollout_is_weights=weights)
+    b0, b1 = (0.5 + 2 * 4) / 4.5, (1.0 + 2 * 4.5) / 5.5
+    torch.testing.assert_close(advantages[1, :2], torch.tensor([2 - b0, 2 - b1]))
+
+
+def tir_batch():
+    """Group 1: row 0 valid at t = 0, 2, 3 (a hole at 1), row 1 at t = 0, 1, row 2 empty; group 2:
+    row 3 valid at t = 1, 3 alone; group 3: row 4 valid at t = 0, 1 with the empty row 5.
+    Scores on the last valid token: 1, 2, -, 4, 1. π = 0.5, Σπ² = 0.5: w = 0.5 everywhere."""
+    mask = torch.tensor(
+        [[1.0, 0, 1, 1], [1, 1, 0, 0], [0, 0, 0, 0], [0, 1, 0, 1], [1, 1, 0, 0], [0, 0, 0, 0]]
+    )
+    rewards = torch.zeros(6, 4)
+    rewards[0, 3], rewards[1, 1], rewards[3, 3], rewards[4, 1] = 1.0, 2.0, 4.0, 1.0
+    index = torch.tensor([1, 1, 1, 2, 3, 3])
+    return rewards, mask, index, torch.full((6, 4), math.log(0.5)), torch.full((6, 4), 0.5)
+
+
+def test_tir_optimal_token_baseline_packs_each_response_to_the_left():
+    advantages, returns = run("tir_optimal_token_baseline", *tir_batch())
+    # packed G: row 0 [1, 1, 1], row 1 [2, 2]; packed W: row 0 [0.5, 1, 1.5], row 1 [0.5, 1]
+    # B_p: p0 (0.5 + 1)/1 = 1.5, p1 (1 + 2)/2 = 1.5, p2 1.5/1.5 but zero tail on row 0 (3 > 2) -> 0
+    expected = torch.tensor(
+        [
+            [1 - 1.5, 0, 1 - 1.5, 1],  # packed [-0.5, -0.5, 1] back at t = 0, 2, 3
+            [0.5, 0.5, 0, 0],
+            [0, 0, 0, 0],
+            [0, 4, 0, 4],  # alone: no baseline
+            [1, 1, 0, 0],  # its group's other row is empty: counted alone, no baseline
+            [0, 0, 0, 0],
+        ]
+    )
+    torch.testing.assert_close(advantages, expected)
+    torch.testing.assert_close(returns[0], torch.tensor([1.0, 1, 1, 1]))  # reward-to-go of r·m, unmasked
+    # without the zero tail, the padded-position form counts the empty row 5 as a member, so row 4
+    # gets the baseline G·W/(W + 1e-8) ≈ its own return; the packed form still sees a group of one
+    otb, _ = run("optimal_token_baseline", *tir_batch(), handle_zero_tail=False)
+    torch.testing.assert_close(otb[4], torch.zeros(4), atol=1e-6, rtol=0)
+    tir, _ = run("tir_optimal_token_baseline", *tir_batch(), handle_zero_tail=False)
+    torch.testing.assert_close(tir[4], torch.tensor([1.0, 1, 0, 0]))
+
+
+def test_optimal_token_baselines_need_their_inputs():
+    rewards, mask, index = outcome_batch()
+    for name in ("optimal_token_baseline", "tir_optimal_token_baseline"):
+        with pytest.raises(ValueError, match="sum_pi_squared"):
+            run(name, rewards, mask, index)

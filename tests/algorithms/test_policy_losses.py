@@ -318,3 +318,42 @@ def test_ratio_clamps():
     assert loss.item() == pytest.approx(-math.exp(10.0), rel=1e-5)
     loss.backward()
     assert lp.grad.abs().sum() == 0
+
+
+def reinforce_batch():
+    """Two rows; row 1's second token is padding. -A·logπ·w per token: row 0 [1, 1], row 1 [-1]."""
+    log_prob = torch.tensor([[-1.0, -2.0], [-0.5, NAN]], requires_grad=True)
+    old = torch.tensor([[-1.3, -2.3], [-0.2, NAN]])
+    advantages = torch.tensor([[1.0, 1.0], [-2.0, NAN]])
+    weights = torch.tensor([[1.0, 0.5], [1.0, NAN]])
+    return old, log_prob, advantages, torch.tensor([[1, 1], [1, 0]]), weights
+
+
+def test_reinforce_hand_computed():
+    old, log_prob, advantages, mask, weights = reinforce_batch()
+    loss, metrics = POLICY_LOSSES.get("reinforce")(
+        old, log_prob, advantages, mask, rollout_is_weights=weights
+    )
+    # default seq-mean-token-sum: row sums 2 and -1 over 2 rows
+    torch.testing.assert_close(loss, torch.tensor(0.5))
+    torch.testing.assert_close(metrics["actor/ppo_kl"], torch.tensor(-0.1))  # mean(-0.3, -0.3, 0.3)
+    loss.backward()
+    torch.testing.assert_close(log_prob.grad, torch.tensor([[-0.5, -0.25], [1.0, 0.0]]))
+    token_mean, _ = loss_of("reinforce", old, log_prob, advantages, mask, rollout_is_weights=weights)
+    torch.testing.assert_close(token_mean, torch.tensor(1 / 3))
+    plain, _ = loss_of("reinforce", old, log_prob, advantages, mask)  # no weights: w = 1
+    torch.testing.assert_close(plain, torch.tensor((1 + 2 - 1) / 3))
+
+
+def test_bypass_reinforce_is_the_reinforce_loss_with_truncated_weights():
+    old, log_prob, advantages, mask, _ = reinforce_batch()
+    bypass, _ = loss_of("bypass_mode", old, log_prob, advantages, mask, loss_type="reinforce")
+    direct, _ = loss_of("reinforce", old, log_prob, advantages, mask)
+    torch.testing.assert_close(bypass, direct)
+
+
+@pytest.mark.parametrize("beta", [None, 0.0, -1.0, "0.1"])
+def test_dro_rejects_a_beta_that_is_not_a_positive_number(beta):
+    old, log_prob, advantages, mask = ppo_tokens()
+    with pytest.raises(ValueError, match="dro_beta"):
+        loss_of("dro", old, log_prob, advantages, mask, dro_beta=beta)

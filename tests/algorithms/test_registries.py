@@ -1,5 +1,8 @@
+import pytest
+
 from rlrun import algorithms
 from rlrun.algorithms import ADVANTAGES, DISTILLATION_LOSSES, KL_ESTIMATORS, POLICY_LOSSES, register_advantage
+from rlrun.registry import ComponentNeeds
 
 ESTIMATORS = {
     "gae",
@@ -12,6 +15,10 @@ ESTIMATORS = {
     "gpg",
     "grpo_passk",
     "gdpo",
+    "grpo_vectorized",
+    "rloo_vectorized",
+    "optimal_token_baseline",
+    "tir_optimal_token_baseline",
 }
 LOSSES = {
     "vanilla",
@@ -26,6 +33,7 @@ LOSSES = {
     "dppo_tv",
     "dppo_kl",
     "bypass_mode",
+    "reinforce",
 }
 
 
@@ -55,3 +63,26 @@ def test_user_plugins_register_the_same_way():
 def test_public_api():
     for name in algorithms.__all__:
         assert hasattr(algorithms, name), name
+
+
+def test_components_declare_their_needs_where_they_register():
+    assert ADVANTAGES.needs("grpo").needs_groups and not ADVANTAGES.needs("grpo").needs_critic
+    assert ADVANTAGES.needs("gae").needs_critic and not ADVANTAGES.needs("gae").needs_groups
+    assert ADVANTAGES.needs("remax").needs_greedy_baseline
+    otb = ADVANTAGES.needs("optimal_token_baseline")
+    assert otb.needs_groups and otb.needs_old_log_probs and otb.needs_sum_pi_squared
+    assert POLICY_LOSSES.needs("clip_cov").draws_random
+    assert not POLICY_LOSSES.needs("kl_cov").draws_random  # top-k: deterministic
+    assert ADVANTAGES.needs("no_such_estimator") == ComponentNeeds()
+    groupless = ADVANTAGES.names_where(lambda needs: not needs.needs_groups)
+    assert {"gae", "reinforce_plus_plus", "remax"} <= set(groupless) and "grpo" not in groupless
+
+
+def test_an_unknown_need_fails_at_registration():
+    with pytest.raises(TypeError, match="needs_telepathy"):
+        register_advantage("test_plugin_bad_need", needs_telepathy=True)
+
+
+def test_keywords_are_the_parameters_a_component_takes_by_name():
+    assert ADVANTAGES.keywords("gpg") == ["token_level_rewards", "response_mask", "index", "f_norm"]
+    assert "dro_beta" in POLICY_LOSSES.keywords("dro")

@@ -30,9 +30,17 @@ def make_run(tmp_path: Path, base_recipe: dict[str, Any]) -> MakeRun:
     (extra meta.json fields), `recipe=False` (no resolved.yaml).
     """
 
-    def make(name: str, rows: list[dict[str, Any]], *, changes: dict[str, Any] | None = None,
-             status: str = "finished", total_steps: int | None = None, tail: str = "",
-             meta: dict[str, Any] | None = None, recipe: bool = True) -> Path:
+    def make(
+        name: str,
+        rows: list[dict[str, Any]],
+        *,
+        changes: dict[str, Any] | None = None,
+        status: str = "finished",
+        total_steps: int | None = None,
+        tail: str = "",
+        meta: dict[str, Any] | None = None,
+        recipe: bool = True,
+    ) -> Path:
         path = tmp_path / "runs" / name
         path.mkdir(parents=True)
         resolved = copy.deepcopy(base_recipe)
@@ -44,15 +52,28 @@ def make_run(tmp_path: Path, base_recipe: dict[str, Any]) -> MakeRun:
             node[leaf] = value
         if recipe:
             (path / "resolved.yaml").write_text(yaml.safe_dump(resolved, sort_keys=False))
-        (path / "meta.json").write_text(json.dumps({
-            "name": name, "status": status, "git_sha": "0123456789abcdef", "git_dirty": False,
-            "seed": resolved["trainer"]["seed"], "start_time": "2026-11-29T10:00:00+00:00",
-            "end_time": None if status == "running" else "2026-11-29T10:05:00+00:00",
-            "total_steps": total_steps or resolved["trainer"]["total_steps"],
-            "algorithm": {"advantage": resolved["algorithm"]["advantage"],
-                          "policy_loss": resolved["actor"]["policy_loss"], "kl_placement": "none"},
-            "model": resolved["model"]["path"], "wandb_run_id": None, **(meta or {}),
-        }))
+        (path / "meta.json").write_text(
+            json.dumps(
+                {
+                    "name": name,
+                    "status": status,
+                    "git_sha": "0123456789abcdef",
+                    "git_dirty": False,
+                    "seed": resolved["trainer"]["seed"],
+                    "start_time": "2026-11-29T10:00:00+00:00",
+                    "end_time": None if status == "running" else "2026-11-29T10:05:00+00:00",
+                    "total_steps": total_steps or resolved["trainer"]["total_steps"],
+                    "algorithm": {
+                        "advantage": resolved["algorithm"]["advantage"],
+                        "policy_loss": resolved["actor"]["policy_loss"],
+                        "kl_placement": "none",
+                    },
+                    "model": resolved["model"]["path"],
+                    "wandb_run_id": None,
+                    **(meta or {}),
+                }
+            )
+        )
         with open(path / "metrics.jsonl", "w") as f:
             f.writelines(json.dumps(row) + "\n" for row in rows)
             f.write(tail)
@@ -64,8 +85,12 @@ def make_run(tmp_path: Path, base_recipe: dict[str, Any]) -> MakeRun:
 def _steps(n: int, series: dict[str, Callable[[int], float] | float]) -> list[dict[str, Any]]:
     """Rows for steps 1..n (2 s and 128 samples a step): each metric a constant or a function of the step."""
     return [
-        {"step": s, "wall_time_s": 2.0 * s, "samples": 128 * s,
-         **{name: value(s) if callable(value) else value for name, value in series.items()}}
+        {
+            "step": s,
+            "wall_time_s": 2.0 * s,
+            "samples": 128 * s,
+            **{name: value(s) if callable(value) else value for name, value in series.items()},
+        }
         for s in range(1, n + 1)
     ]
 

@@ -14,11 +14,18 @@ from rlrun.cli import app
 def runs_dir(make_run, steps, tmp_path):
     score = {"critic/score/mean": lambda s: 0.1 * s, "actor/entropy": 1.0, "actor/grad_norm": 1.0}
     make_run("grpo", steps(8, score))
-    make_run("lr3e-4", steps(8, {**score, "critic/score/mean": lambda s: 0.15 * s}),
-             changes={"actor.optimizer.lr": 3e-4})
-    make_run("dapo-live", steps(5, {**score, "actor/grad_norm": lambda s: float("nan") if s == 5 else 1.0}),
-             changes={"rollout.max_response_tokens": 16}, status="running",
-             tail='{"step": 6, "wall_time_s": 12.0, "crit')
+    make_run(
+        "lr3e-4",
+        steps(8, {**score, "critic/score/mean": lambda s: 0.15 * s}),
+        changes={"actor.optimizer.lr": 3e-4},
+    )
+    make_run(
+        "dapo-live",
+        steps(5, {**score, "actor/grad_norm": lambda s: float("nan") if s == 5 else 1.0}),
+        changes={"rollout.max_response_tokens": 16},
+        status="running",
+        tail='{"step": 6, "wall_time_s": 12.0, "crit',
+    )
     return tmp_path / "runs"
 
 
@@ -42,8 +49,19 @@ def test_terminal_report(runs_dir):
 
 
 def test_json_output(runs_dir):
-    result = _compare(runs_dir, "grpo", "lr3e-4", "dapo-live", "--json", "--metrics", "critic/*,actor/grad_norm",
-                      "--target", "critic/score/mean=0.6", "--at", "4")
+    result = _compare(
+        runs_dir,
+        "grpo",
+        "lr3e-4",
+        "dapo-live",
+        "--json",
+        "--metrics",
+        "critic/*,actor/grad_norm",
+        "--target",
+        "critic/score/mean=0.6",
+        "--at",
+        "4",
+    )
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
     assert data["reference"] == "grpo" and data["at_step"] == 4
@@ -54,12 +72,21 @@ def test_json_output(runs_dir):
     assert score["mean_last_k"] == pytest.approx((0.15 + 0.3 + 0.45 + 0.6) / 4)  # last 5 of steps 1-4
     assert score["best"] == pytest.approx(0.6) and score["best_step"] == 4 and score["verdict"] == "better"
     assert data["targets"][0]["runs"] == {
-        "grpo": None, "lr3e-4": {"step": 4, "samples": 512, "wall_time_s": 8.0}, "dapo-live": None}
+        "grpo": None,
+        "lr3e-4": {"step": 4, "samples": 512, "wall_time_s": 8.0},
+        "dapo-live": None,
+    }
     assert data["config_diff"] == [
-        {"key": "rollout.max_response_tokens", "values": {"grpo": 8, "lr3e-4": 8, "dapo-live": 16},
-         "changes": {"grpo": "ref", "lr3e-4": "same", "dapo-live": "changed"}},
-        {"key": "actor.optimizer.lr", "values": {"grpo": 1e-4, "lr3e-4": 3e-4, "dapo-live": 1e-4},
-         "changes": {"grpo": "ref", "lr3e-4": "changed", "dapo-live": "same"}},
+        {
+            "key": "rollout.max_response_tokens",
+            "values": {"grpo": 8, "lr3e-4": 8, "dapo-live": 16},
+            "changes": {"grpo": "ref", "lr3e-4": "same", "dapo-live": "changed"},
+        },
+        {
+            "key": "actor.optimizer.lr",
+            "values": {"grpo": 1e-4, "lr3e-4": 3e-4, "dapo-live": 1e-4},
+            "changes": {"grpo": "ref", "lr3e-4": "changed", "dapo-live": "same"},
+        },
     ]
     assert [warning["aspect"] for warning in data["not_comparable"]] == ["response length limits"]
     assert data["health"]["grpo"] == [] and data["health"]["dapo-live"] == []  # the NaN was after step 4
@@ -73,11 +100,48 @@ def test_plot_option(runs_dir, tmp_path):
     assert "wrote" in result.output and out.stat().st_size > 0
 
 
-@pytest.mark.parametrize(("args", "message"), [
-    (["grpo", "nope"], "no run 'nope'"),
-    (["grpo", "--target", "critic/score/mean"], "expected METRIC=VALUE"),
-    (["grpo", "wandb:x/y"], "wandb:entity/project/run_id"),
-])
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["grpo", "nope"], "no run 'nope'"),
+        (["grpo", "--target", "critic/score/mean"], "expected METRIC=VALUE"),
+        (["grpo", "wandb:x/y"], "wandb:entity/project/run_id"),
+    ],
+)
 def test_user_errors_exit_2(runs_dir, args, message):
     result = _compare(runs_dir, *args)
     assert result.exit_code == 2 and message in " ".join(result.output.split())
+
+
+def test_the_run_table_shows_the_setup_and_a_changed_setup_warns(make_run, steps, tmp_path):
+    one = {
+        "processes": 1,
+        "machines": 1,
+        "strategy": "none",
+        "device": "cpu",
+        "device_name": "AMD EPYC",
+        "dtype": "float32",
+        "mixed_precision": "no",
+    }
+    many = {
+        **one,
+        "processes": 16,
+        "machines": 2,
+        "strategy": "fsdp2",
+        "device": "cuda",
+        "dtype": "bfloat16",
+        "mixed_precision": "bf16",
+    }
+    make_run("one", steps(3, {"critic/score/mean": 0.5}), meta={"setup": one})
+    make_run("many", steps(3, {"critic/score/mean": 0.5}), meta={"setup": many})
+    make_run("old", steps(3, {"critic/score/mean": 0.5}))  # before meta.json recorded it
+    result = _compare(tmp_path / "runs", "one", "many", "old")
+    assert result.exit_code == 0, result.output
+    out = result.output
+    assert "1×cpu, float32" in out and "16×cuda, 2 machines, fsdp2, bfloat16, amp bf16" in out
+    assert "different compute setup in many" in " ".join(out.split())
+    result = _compare(tmp_path / "runs", "one", "many", "old", "--json")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert [run["setup"] for run in data["runs"]] == [one, many, None]
+    assert [warning["runs"] for warning in data["not_comparable"]] == [["many"]]

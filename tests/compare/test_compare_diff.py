@@ -8,8 +8,10 @@ from rlrun.compare.diff import MISSING, diff_recipes, flatten
 
 
 def test_flatten_uses_dotted_keys_and_indexes_lists_of_records():
-    recipe = {"actor": {"optimizer": {"lr": 1e-4, "betas": [0.9, 0.99]}, "loss_kwargs": {}},
-              "reward": {"functions": [{"fn": "rlrun:exact_match", "weight": 1.0}]}}
+    recipe = {
+        "actor": {"optimizer": {"lr": 1e-4, "betas": [0.9, 0.99]}, "loss_kwargs": {}},
+        "reward": {"functions": [{"fn": "rlrun:exact_match", "weight": 1.0}]},
+    }
     assert flatten(recipe) == {
         "actor.optimizer.lr": 1e-4,
         "actor.optimizer.betas": [0.9, 0.99],
@@ -34,7 +36,9 @@ def test_only_changed_added_and_removed_keys_show_unless_all(base_recipe):
     everything = diff_recipes([base_recipe, changed], show_all=True)
     assert len(everything) == len(flatten(base_recipe)) + 2
     assert {row.key for row in everything if not row.differs} == set(flatten(base_recipe)) - {
-        "model.lora", "actor.optimizer.lr"}
+        "model.lora",
+        "actor.optimizer.lr",
+    }
 
 
 def test_a_run_without_a_recipe_is_unknown_not_different(base_recipe):

@@ -80,6 +80,19 @@ def test_too_few_steps_make_no_trend(make_run, steps, n):
     assert _flags(make_run, steps, n=n, actor__entropy=lambda s: 2.0 * 0.01**s) == {}
 
 
+def test_reward_up_accuracy_down(make_run, steps):
+    # accuracy peaks at 0.6 over steps 6-10, then falls to 0.4; the (learned) reward keeps rising
+    acc = lambda s: 0.6 if 6 <= s <= 10 else (0.3 if s < 6 else 0.4)
+    flags = _flags(make_run, steps, reward__acc__mean=acc, critic__score__mean=lambda s: 0.5 + 0.02 * s)
+    flag = flags["reward-up-accuracy-down"]
+    assert flag.step == 11 and "fell from its best 60% (steps 6-10) to 40%" in flag.message
+    assert "rose from 0.66 to 0.86" in flag.message  # mean of steps 6-10 vs 16-20
+    # the reward follows the accuracy (a rule reward alone): no flag, however the accuracy moves
+    assert "reward-up-accuracy-down" not in _flags(
+        make_run, steps, reward__acc__mean=acc, critic__score__mean=acc
+    )
+
+
 def test_most_responses_cut_at_the_length_limit(make_run, steps):
     # steps 7 and 9-20 are over half cut; 9, 10, 11 is the first run of 3 in a row
     flag = _flags(make_run, steps, response_length__clip_ratio=lambda s: 0.9 if s == 7 or s >= 9 else 0.1)[

@@ -13,8 +13,9 @@ METRICS = ["critic/score/mean", "actor/entropy", "val/accuracy", "actor/grad_nor
 
 @pytest.fixture
 def runs(make_run, steps):
-    a = make_run("a", steps(10, {"critic/score/mean": lambda s: 0.1 * s, "actor/entropy": 1.0,
-                                 "actor/grad_norm": 1.0}))
+    a = make_run(
+        "a", steps(10, {"critic/score/mean": lambda s: 0.1 * s, "actor/entropy": 1.0, "actor/grad_norm": 1.0})
+    )
     b = make_run("b", steps(6, {"critic/score/mean": lambda s: 0.2 * s, "actor/entropy": 0.5}))
     c = make_run("c", steps(8, {"critic/score/mean": 0.3, "actor/entropy": lambda s: 1 / s}))
     return [load_run(str(path)) for path in (a, b, c)]
@@ -42,7 +43,9 @@ def test_one_panel_per_metric_and_one_line_per_run(runs, tmp_path):
 
 
 def test_x_axis_by_samples_or_wall_time_and_smoothing(runs, tmp_path):
-    figure = plot_runs(runs[:2], ["a", "b"], ["critic/score/mean"], tmp_path / "s.png", x="samples", smoothing=0.5)
+    figure = plot_runs(
+        runs[:2], ["a", "b"], ["critic/score/mean"], tmp_path / "s.png", x="samples", smoothing=0.5
+    )
     [axes] = figure.axes
     assert list(axes.lines[1].get_xdata()) == [128 * s for s in range(1, 7)]
     assert list(axes.lines[1].get_ydata()) == pytest.approx(ema([0.2 * s for s in range(1, 7)], 0.5))

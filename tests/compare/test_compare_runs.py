@@ -4,10 +4,15 @@ from __future__ import annotations
 
 import json
 import math
+import socket
+import subprocess
+import sys
+from datetime import datetime
 from types import SimpleNamespace
 
 import pytest
 
+from rlrun.compare.inputs import load_input
 from rlrun.compare.runs import RunReadError, load_run, read_metrics
 from rlrun.compare.wandb_runs import load_wandb_run
 
@@ -32,8 +37,12 @@ def test_an_unknown_run_name_suggests_close_names(make_run, steps, tmp_path):
 
 
 def test_a_partial_last_line_is_dropped_and_noted(make_run, steps):
-    path = make_run("crashed", steps(4, {"critic/score/mean": 0.5}), status="failed",
-                    tail='{"step": 5, "wall_time_s": 10.0, "critic/sco')
+    path = make_run(
+        "crashed",
+        steps(4, {"critic/score/mean": 0.5}),
+        status="failed",
+        tail='{"step": 5, "wall_time_s": 10.0, "critic/sco',
+    )
     run = load_run(str(path))
     assert [row["step"] for row in run.rows] == [1, 2, 3, 4]
     assert run.status == "failed"
@@ -58,8 +67,14 @@ def test_a_run_that_has_written_nothing_yet(tmp_path):
 
 
 def test_rows_of_one_step_merge_and_a_resume_supersedes_later_rows(tmp_path):
-    lines = [{"step": 1, "a": 1.0}, {"step": 2, "a": 2.0}, {"step": 2, "val/accuracy": 0.5},
-             {"step": 3, "a": 3.0}, {"step": 2, "a": 20.0}, {"step": 3, "a": 30.0}]
+    lines = [
+        {"step": 1, "a": 1.0},
+        {"step": 2, "a": 2.0},
+        {"step": 2, "val/accuracy": 0.5},
+        {"step": 3, "a": 3.0},
+        {"step": 2, "a": 20.0},
+        {"step": 3, "a": 30.0},
+    ]
     path = tmp_path / "metrics.jsonl"
     path.write_text("".join(json.dumps(line) + "\n" for line in lines))
     notes: list[str] = []
@@ -71,7 +86,10 @@ def test_rows_of_one_step_merge_and_a_resume_supersedes_later_rows(tmp_path):
 def test_the_evaluation_before_training_has_trained_on_no_samples(tmp_path):
     path = tmp_path / "metrics.jsonl"
     path.write_text('{"step": 0, "val/accuracy": 0.5}\n{"step": 1, "samples": 16}\n')
-    assert read_metrics(path, []) == [{"step": 0, "val/accuracy": 0.5, "samples": 0}, {"step": 1, "samples": 16}]
+    assert read_metrics(path, []) == [
+        {"step": 0, "val/accuracy": 0.5, "samples": 0},
+        {"step": 1, "samples": 16},
+    ]
 
 
 def test_non_finite_values_survive_reading(tmp_path):
@@ -87,7 +105,7 @@ def test_non_finite_values_survive_reading(tmp_path):
 
 def test_a_wandb_path_must_have_three_parts():
     with pytest.raises(RunReadError, match="wandb:entity/project/run_id"):
-        load_run("wandb:project/run")
+        load_input("wandb:project/run")
 
 
 def test_wandb_without_key_or_network_says_so(monkeypatch, tmp_path):
@@ -95,16 +113,26 @@ def test_wandb_without_key_or_network_says_so(monkeypatch, tmp_path):
     monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.netrc
     monkeypatch.setenv("WANDB_CONFIG_DIR", str(tmp_path))
     with pytest.raises(RunReadError, match="network access and an API key"):
-        load_run("wandb:me/rlrun/abc123")
+        load_input("wandb:me/rlrun/abc123")
 
 
 def test_a_wandb_run_maps_onto_the_run_directory_format():
-    history = [{"_step": 1, "_runtime": 3.5, "critic/score/mean": 0.25, "samples": 128, "_timestamp": 1.0},
-               {"_step": 2, "_runtime": 7.0, "critic/score/mean": 0.5, "samples": 256, "val/accuracy": "NaN"}]
+    history = [
+        {"_step": 1, "_runtime": 3.5, "critic/score/mean": 0.25, "samples": 128, "_timestamp": 1.0},
+        {"_step": 2, "_runtime": 7.0, "critic/score/mean": 0.5, "samples": 256, "val/accuracy": "NaN"},
+    ]
     wb_run = SimpleNamespace(
-        name="grpo-wb", id="abc123", state="crashed", commit="feedbeef",
-        config={"trainer": {"seed": 3, "total_steps": 10}, "model": {"path": "rlrun:tiny-base"},
-                "algorithm": {"advantage": "grpo"}, "actor": {"policy_loss": "vanilla"}, "_wandb": {"x": 1}},
+        name="grpo-wb",
+        id="abc123",
+        state="crashed",
+        commit="feedbeef",
+        config={
+            "trainer": {"seed": 3, "total_steps": 10},
+            "model": {"path": "rlrun:tiny-base"},
+            "algorithm": {"advantage": "grpo"},
+            "actor": {"policy_loss": "vanilla"},
+            "_wandb": {"x": 1},
+        },
         scan_history=lambda: iter(history),
     )
     api = SimpleNamespace(run=lambda path: wb_run if path == "me/rlrun/abc123" else None)
@@ -114,3 +142,30 @@ def test_a_wandb_run_maps_onto_the_run_directory_format():
     assert run.rows[0] == {"step": 1, "wall_time_s": 3.5, "critic/score/mean": 0.25, "samples": 128}
     assert math.isnan(run.rows[1]["val/accuracy"])
     assert run.recipe["model"]["path"] == "rlrun:tiny-base" and "_wandb" not in run.recipe
+
+
+def test_a_running_run_whose_process_is_gone_reads_as_crashed_and_a_silent_remote_one_as_stale():
+    from rlrun.compare.runs import STALE_AFTER_S, live_status
+
+    beat = "2026-11-30T10:00:00+00:00"
+    t = datetime.fromisoformat(beat).timestamp()
+    meta = {"status": "running", "pid": 4242, "hostname": "box", "heartbeat": beat}
+    here = {"now": t + 5, "hostname": "box"}
+    assert live_status(meta, **here, pid_alive=lambda pid: pid == 4242) == "running"
+    assert live_status(meta, **here, pid_alive=lambda pid: False) == "crashed"
+    elsewhere = {"hostname": "laptop", "pid_alive": lambda pid: False}
+    assert live_status(meta, now=t + STALE_AFTER_S - 1, **elsewhere) == "running"
+    assert live_status(meta, now=t + STALE_AFTER_S + 1, **elsewhere) == "stale"
+    assert live_status({**meta, "status": "finished"}, **here, pid_alive=lambda pid: False) == "finished"
+    assert (
+        live_status({"status": "running"}, **here, pid_alive=lambda pid: False) == "running"
+    )  # no heartbeat yet
+
+
+def test_compare_shows_a_run_killed_with_9_as_crashed(make_run, steps):
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True, check=True
+    )
+    path = make_run("killed", steps(3, {}), status="running",
+                    meta={"pid": int(dead.stdout), "hostname": socket.gethostname(), "heartbeat": "2026-11-30T10:00:00+00:00"})  # fmt: skip
+    assert load_run(str(path)).status == "crashed"

@@ -24,10 +24,23 @@ OTHER_SCORE = {1: 0.3, 2: 0.4, 3: 0.5, 4: 0.6, 5: 0.9, 6: 0.2}
 
 @pytest.fixture
 def two_runs(make_run, steps):
-    ref = make_run("ref", steps(6, {"critic/score/mean": REF_SCORE.get, "actor/entropy": 1.0,
-                                    "response_length/clip_ratio": lambda s: 0.5 - 0.05 * s}))
-    other = make_run("other", steps(6, {"critic/score/mean": OTHER_SCORE.get, "actor/entropy": 0.5,
-                                        "response_length/clip_ratio": 0.1}))
+    ref = make_run(
+        "ref",
+        steps(
+            6,
+            {
+                "critic/score/mean": REF_SCORE.get,
+                "actor/entropy": 1.0,
+                "response_length/clip_ratio": lambda s: 0.5 - 0.05 * s,
+            },
+        ),
+    )
+    other = make_run(
+        "other",
+        steps(
+            6, {"critic/score/mean": OTHER_SCORE.get, "actor/entropy": 0.5, "response_length/clip_ratio": 0.1}
+        ),
+    )
     return load_run(str(ref)), load_run(str(other))
 
 
@@ -97,16 +110,28 @@ def test_metric_selection_by_glob(two_runs):
     assert select_metrics(two_runs) == ["critic/score/mean", "actor/entropy"]  # key metrics, in table order
     assert select_metrics(two_runs, ["actor/*", "critic/*"]) == ["actor/entropy", "critic/score/mean"]
     assert select_metrics(two_runs, ["response_length/*", "val/accuracy"]) == [
-        "response_length/clip_ratio", "val/accuracy"]  # a plain name is kept, to show it is missing
+        "response_length/clip_ratio",
+        "val/accuracy",
+    ]  # a plain name is kept, to show it is missing
     assert set(KEY_METRICS) >= {"val/accuracy", "actor/grad_norm", "perf/throughput"}
 
 
-@pytest.mark.parametrize(("metric", "direction"), [
-    ("val/accuracy", "higher"), ("val/pass@4", "higher"), ("critic/rewards/mean", "higher"),
-    ("perf/throughput", "higher"), ("frac_reward_zero_std", "lower"),
-    ("train/skipped_updates", "lower"), ("training/skipped_updates", "lower"),
-    ("timing_s/step", "lower"),
-    ("actor/entropy", None), ("actor/ppo_kl", None), ("actor/grad_norm", None), ("response_length/mean", None),
-])
+@pytest.mark.parametrize(
+    ("metric", "direction"),
+    [
+        ("val/accuracy", "higher"),
+        ("val/pass@4", "higher"),
+        ("critic/rewards/mean", "higher"),
+        ("perf/throughput", "higher"),
+        ("frac_reward_zero_std", "lower"),
+        ("train/skipped_updates", "lower"),
+        ("training/skipped_updates", "lower"),
+        ("timing_s/step", "lower"),
+        ("actor/entropy", None),
+        ("actor/ppo_kl", None),
+        ("actor/grad_norm", None),
+        ("response_length/mean", None),
+    ],
+)
 def test_better_direction(metric, direction):
     assert better_direction(metric) == direction

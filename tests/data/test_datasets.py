@@ -9,6 +9,7 @@ from rlrun.data import (
     DataError,
     PromptSampler,
     build_prompt_dataset,
+    check_data_file,
     left_pad,
     load_file,
     load_prompt_datasets,
@@ -35,17 +36,23 @@ def chat_tokenizer():
 
 def _verl_parquet(path):
     rows = [
-        {"data_source": "openai/gsm8k", "prompt": [{"role": "user", "content": f"what is {a}+{a}?"}],
-         "ability": "math", "reward_model": {"style": "rule", "ground_truth": str(2 * a)},
-         "extra_info": {"index": a, "split": "train"}}
+        {
+            "data_source": "openai/gsm8k",
+            "prompt": [{"role": "user", "content": f"what is {a}+{a}?"}],
+            "ability": "math",
+            "reward_model": {"style": "rule", "ground_truth": str(2 * a)},
+            "extra_info": {"index": a, "split": "train"},
+        }
         for a in range(5)
     ]
     pq.write_table(pa.Table.from_pylist(rows), path)
 
 
 def test_generator_datasets_are_tokenised_once(tokenizer):
-    data = {"source": "rlrun:arithmetic", "arithmetic": {"digits": 2, "operators": ["+"], "train_size": 64,
-                                                          "val_size": 16, "seed": 1}}
+    data = {
+        "source": "rlrun:arithmetic",
+        "arithmetic": {"digits": 2, "operators": ["+"], "train_size": 64, "val_size": 16, "seed": 1},
+    }
     train, val = load_prompt_datasets(data, tokenizer)
     assert (len(train), len(val)) == (64, 16)
     assert train.prompt_ids[0] == tokenizer(train.prompts[0])["input_ids"]
@@ -86,9 +93,13 @@ def test_system_prompt_and_template_wrap_every_prompt(tmp_path, tokenizer, chat_
     assert plain.prompts == ["Reply with a number.\nQ: 2+3= {x}"]
     path = tmp_path / "train.parquet"
     _verl_parquet(path)  # message lists: the last user message is wrapped
-    (verl,) = build_prompt_dataset(load_file(path), chat_tokenizer, prompt_template="[{prompt}]").take([1]).prompts
+    (verl,) = (
+        build_prompt_dataset(load_file(path), chat_tokenizer, prompt_template="[{prompt}]").take([1]).prompts
+    )
     assert verl == "user: [what is 1+1?] assistant: "
-    owned = [{"prompt": [{"role": "system", "content": "mine"}, {"role": "user", "content": "hi"}], "answer": "1"}]
+    owned = [
+        {"prompt": [{"role": "system", "content": "mine"}, {"role": "user", "content": "hi"}], "answer": "1"}
+    ]
     assert build_prompt_dataset(owned, chat_tokenizer, system_prompt="not used").prompts == [
         "system: mine user: hi assistant: "
     ]
@@ -100,8 +111,9 @@ def test_json_files_with_dotted_keys(tmp_path, tokenizer, suffix):
     path = tmp_path / f"data{suffix}"
     text = "\n".join(map(json.dumps, records)) if suffix == ".jsonl" else json.dumps(records)
     path.write_text(text)
-    train, val = load_prompt_datasets({"source": str(path), "prompt_key": "q.text", "answer_key": "meta.answer"},
-                                      tokenizer)
+    train, val = load_prompt_datasets(
+        {"source": str(path), "prompt_key": "q.text", "answer_key": "meta.answer"}, tokenizer
+    )
     assert val is None  # a file alone has no validation split
     assert train.prompts == ["0+1=", "1+1=", "2+1=", "3+1="]
     assert train.ground_truths == ["1", "2", "3", "4"]
@@ -111,11 +123,14 @@ def test_json_files_with_dotted_keys(tmp_path, tokenizer, suffix):
 def test_missing_keys_and_bad_files_are_reported(tmp_path, tokenizer):
     path = tmp_path / "d.jsonl"
     path.write_text('{"prompt": "1+1="}\n')
-    with pytest.raises(DataError, match=r"record 0 has neither 'answer' nor 'reward_model.ground_truth' \(keys: prompt\)"):
+    with pytest.raises(
+        DataError, match=r"record 0 has neither 'answer' nor 'reward_model.ground_truth' \(keys: prompt\)"
+    ):
         load_prompt_datasets({"source": str(path)}, tokenizer)
     path.write_text('{"prompt": "1+1=", "answer": "2"}\n{oops\n')
-    with pytest.raises(DataError, match=r"d.jsonl:2: invalid JSON"):
+    with pytest.raises(DataError, match=r"d.jsonl, line 2, column 1, `data.source`: invalid JSON") as info:
         load_file(path)
+    assert (info.value.issues[0].file, info.value.issues[0].line) == (str(path), 2)
     with pytest.raises(DataError, match="unsupported data file type"):
         load_file(tmp_path / "d.csv")
 
@@ -125,7 +140,9 @@ def test_hub_datasets_need_the_datasets_package_or_network(tokenizer):
         load_prompt_datasets({"source": "hf:nobody/nothing"}, tokenizer)
 
 
-@pytest.mark.parametrize(("policy", "kept", "dropped", "truncated"), [("drop", 2, 2, 0), ("truncate", 4, 0, 2)])
+@pytest.mark.parametrize(
+    ("policy", "kept", "dropped", "truncated"), [("drop", 2, 2, 0), ("truncate", 4, 0, 2)]
+)
 def test_overlong_prompts_are_dropped_or_truncated_and_counted(tokenizer, policy, kept, dropped, truncated):
     records = [{"prompt": p, "answer": "0"} for p in ["1+1=", "11+11=", "1+2=", "123+123="]]
     data = build_prompt_dataset(records, tokenizer, max_prompt_tokens=5, overlong=policy)
@@ -160,3 +177,34 @@ def test_left_pad():
     ids, mask = left_pad([[5, 6, 7], [8], [9, 10]], pad_id=0)
     assert ids.tolist() == [[5, 6, 7], [0, 0, 8], [0, 9, 10]]
     assert mask.tolist() == [[1, 1, 1], [0, 0, 1], [0, 1, 1]]
+
+
+def test_check_data_file_reads_only_the_first_record_or_the_parquet_schema(tmp_path):
+    verl = tmp_path / "verl.parquet"
+    _verl_parquet(verl)
+    check_data_file(str(verl), prompt_key="prompt", answer_key="answer")  # reward_model.ground_truth
+    with pytest.raises(
+        DataError, match=r"the file has no 'question' \(keys: ability, data_source, extra_info"
+    ):
+        check_data_file(str(verl), prompt_key="question", answer_key="answer")
+    lines = tmp_path / "d.jsonl"
+    lines.write_text('{"q": {"text": "1+1="}, "a": "2"}\nnot json: never read by the check\n')
+    check_data_file(str(lines), prompt_key="q.text", answer_key="a")
+    with pytest.raises(
+        DataError, match=r"the first record has no 'answer' \(keys: a, q\); set data.answer_key"
+    ):
+        check_data_file(str(lines), prompt_key="q.text", answer_key="answer")
+    lines.write_text("\n")
+    with pytest.raises(DataError, match="the file holds no records"):
+        check_data_file(str(lines), prompt_key="q", answer_key="a")
+    lines.write_text("[1, 2]\n")
+    with pytest.raises(DataError, match="line 1, column 1, `data.source`: each line must be a JSON object"):
+        check_data_file(str(lines), prompt_key="q", answer_key="a")
+
+
+def test_the_dataset_knows_its_prompts_were_chat_messages(tmp_path, tokenizer):
+    path = tmp_path / "train.parquet"
+    _verl_parquet(path)
+    assert build_prompt_dataset(load_file(path), tokenizer).take([1, 2]).chat  # TRL rewards then see messages
+    plain = [{"prompt": "1+1=", "answer": "2"}]
+    assert not build_prompt_dataset(plain, tokenizer).chat

@@ -1,5 +1,6 @@
 """The shipped tiny models: plain transformers loads them, and their accuracy is in its band."""
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -28,11 +29,19 @@ def _accuracies(path: str, prompts: int = 500) -> tuple[float, float]:
 
 
 def test_names_resolve_to_packaged_directories():
-    assert embedded_model_names() == ["rlrun:smollm2-135m-instruct", "rlrun:tiny-base", "rlrun:tiny-teacher"]
+    assert embedded_model_names() == [
+        "rlrun:smollm2-135m-instruct",
+        "rlrun:tiny-base",
+        "rlrun:tiny-reward",
+        "rlrun:tiny-teacher",
+    ]
     assert resolve_model_path("rlrun:tiny-base") == str(MODELS_DIR / "tiny-base")
     assert resolve_model_path("Qwen/Qwen2.5-0.5B") == "Qwen/Qwen2.5-0.5B"
     assert resolve_model_path("/some/local/dir") == "/some/local/dir"
-    with pytest.raises(UnknownEmbeddedModelError, match="valid: rlrun:smollm2-135m-instruct, rlrun:tiny-base, rlrun:tiny-teacher"):
+    with pytest.raises(
+        UnknownEmbeddedModelError,
+        match="valid: rlrun:smollm2-135m-instruct, rlrun:tiny-base, rlrun:tiny-reward, rlrun:tiny-teacher",
+    ):
         resolve_model_path("rlrun:tiny-huge")
 
 
@@ -48,6 +57,22 @@ def test_plain_transformers_loads_a_small_qwen2_with_a_char_tokenizer(name):
     assert len({tok.pad_token_id, tok.bos_token_id, tok.eos_token_id}) == 3
     assert tok.decode(tok("12*3=", add_special_tokens=False)["input_ids"]) == "12*3="
     assert model.generation_config.eos_token_id == tok.eos_token_id
+
+
+def test_the_shipped_tokenizer_files_are_what_the_build_script_writes(tmp_path):
+    """Byte for byte, and naming a tokenizer class transformers 4.x and 5.x both have (the CI step
+    on the lowest supported transformers loads them)."""
+    spec = importlib.util.spec_from_file_location("build_tiny_models", SCRIPT)
+    build = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(build)
+    build.save_tokenizer(build.build_tokenizer(), tmp_path)
+    for name in ("tiny-base", "tiny-teacher"):
+        for file in ("tokenizer.json", "tokenizer_config.json"):
+            assert (tmp_path / file).read_bytes() == (MODELS_DIR / name / file).read_bytes(), (name, file)
+    assert (
+        json.loads((tmp_path / "tokenizer_config.json").read_text())["tokenizer_class"]
+        == "PreTrainedTokenizerFast"
+    )
 
 
 def test_base_accuracy_is_in_its_band():
@@ -79,5 +104,6 @@ def test_the_build_script_reproduces_the_shipped_models(tmp_path):
         for key in ("sampled_accuracy", "greedy_accuracy"):
             assert rebuilt[key] == pytest.approx(shipped[key], abs=0.03)
         sampled, greedy = _accuracies(str(tmp_path / name), prompts=200)
-        assert (sampled, greedy) == pytest.approx(_accuracies(resolve_model_path(f"rlrun:{name}"), prompts=200),
-                                                  abs=0.05)
+        assert (sampled, greedy) == pytest.approx(
+            _accuracies(resolve_model_path(f"rlrun:{name}"), prompts=200), abs=0.05
+        )

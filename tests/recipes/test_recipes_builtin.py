@@ -13,7 +13,7 @@ from rlrun.recipes import (
     copy_builtin,
     load_recipe,
 )
-from rlrun.recipes.builtin import BUILTIN_DIR
+from rlrun.recipes.builtin import BUILTIN_DIR, builtin_path
 from rlrun.recipes.render import to_yaml
 from rlrun.recipes.yaml_io import RecipeLoader
 
@@ -21,7 +21,17 @@ ALGORITHMS = ["ppo", "grpo", "dapo", "gspo", "opd", "dr_grpo", "rloo", "remax", 
 
 
 def test_the_expected_recipes_ship():
-    assert [name for name in builtin_names() if "/" not in name] == sorted(["base", *ALGORITHMS])
+    top_level = [name for name in builtin_names() if "/" not in name]
+    assert top_level == sorted(["base", *ALGORITHMS, "rlhf_grpo", "rlhf_ppo"])
+
+
+def test_a_subfolder_recipe_is_named_by_its_path_and_follows_the_top_level_ones():
+    names = builtin_names()
+    assert "gsm8k/grpo_qwen2.5-0.5b" in names
+    assert names.index("rloo") < names.index("gsm8k/grpo_qwen2.5-0.5b")
+    assert builtin_path("gsm8k/grpo_qwen2.5-0.5b") == BUILTIN_DIR / "gsm8k" / "grpo_qwen2.5-0.5b.yaml"
+    for outside in ("../builtin/dapo", "gsm8k/../dapo", "/dapo", "gsm8k/", "gsm8k", ""):
+        assert builtin_path(outside) is None, outside
 
 
 @pytest.mark.parametrize("name", ["base", *ALGORITHMS])
@@ -102,7 +112,9 @@ def test_recipes_target_the_tiny_model_and_task(name):
     assert recipe.data.source == "rlrun:arithmetic"
     assert recipe.rollout.max_response_tokens == 8
     assert 1e-4 <= recipe.actor.optimizer.lr <= 3e-4
-    assert 100 <= recipe.trainer.total_steps <= 300  # tuned so each run stays under 5 CPU minutes (README, Training)
+    assert (
+        100 <= recipe.trainer.total_steps <= 300
+    )  # tuned so each run stays under 5 CPU minutes (README, Training)
     assert batch_plan(recipe).samples == 128
 
 

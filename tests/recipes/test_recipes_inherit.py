@@ -99,4 +99,6 @@ def test_unreadable_file_is_an_issue(tmp_path, monkeypatch, only_error):
     (tmp_path / "latin.yaml").write_bytes(b"rollout:\n  n: \xff\n")
     issue = only_error("latin.yaml")
     assert issue.code == "recipe-unreadable"
-    assert issue.format().startswith("latin.yaml: the recipe cannot be read: 'utf-8' codec can't decode")
+    assert issue.format().startswith(
+        "latin.yaml, line 2, column 6: the recipe is not UTF-8 text: byte 0xff cannot be decoded."
+    )

@@ -89,3 +89,47 @@ def test_components_lists_every_kind():
     assert {"hf", "vllm"} <= set(kinds["rollout_engine"])
     assert {"rlrun:exact_match", "rlrun:math_answer"} <= set(kinds["reward"])
     assert {"vanilla", "gspo", "gpg"} <= set(kinds["policy_loss"])
+
+
+def test_loss_kwargs_are_checked_against_the_loss_signature(errors):
+    [issue] = errors("base", ("actor.policy_loss=clip_cov", "actor.loss_kwargs.clip_cov_ratoi=0.001"))
+    assert (issue.code, issue.key) == ("unknown-kwarg", "actor.loss_kwargs.clip_cov_ratoi")
+    assert (
+        issue.message
+        == "`clip_cov_ratoi` is not a keyword of the policy loss `clip_cov`; did you mean 'clip_cov_ratio'?"
+    )
+    assert issue.expected == "one of clip_cov_ratio, clip_cov_lb, clip_cov_ub"
+
+
+def test_kwargs_with_their_own_key_or_set_by_the_trainer_are_refused(errors):
+    issues = errors("base", ("actor.loss_kwargs.clip_ratio=0.3", "algorithm.advantage_kwargs.values=1"))
+    issues = sorted(issues, key=lambda i: i.key.startswith("algorithm"))
+    assert [(i.code, i.key) for i in issues] == [
+        ("kwarg-has-key", "actor.loss_kwargs.clip_ratio"),
+        ("unknown-kwarg", "algorithm.advantage_kwargs.values"),
+    ]
+    assert "set `actor.clip_ratio` instead" in issues[0].fix
+    assert issues[1].message == "`values` is an input the trainer passes to `grpo`"
+
+
+def test_estimator_and_loss_keywords_are_reachable_from_a_recipe():
+    loaded = load_recipe(
+        "base",
+        [
+            "algorithm.advantage=gdpo",
+            "algorithm.advantage_kwargs.reward_weights=[1.0]",
+            "actor.policy_loss=dro",
+            "actor.loss_kwargs.dro_beta=0.05",
+        ],
+    )
+    assert loaded.recipe.algorithm.advantage_kwargs == {"reward_weights": [1.0]}
+    assert loaded.recipe.actor.loss_kwargs == {"dro_beta": 0.05}
+    load_recipe("base", ["algorithm.advantage=gpg", "algorithm.advantage_kwargs.f_norm=2.0"])
+
+
+def test_kwarg_values_are_checked_against_the_declared_types(errors):
+    [issue] = errors("base", ("actor.policy_loss=dro", "actor.loss_kwargs.dro_beta=null"))
+    assert (issue.code, issue.key, issue.expected) == ("kwarg-type", "actor.loss_kwargs.dro_beta", "float")
+    assert issue.message == "`dro_beta` of `dro` should be a valid number"
+    [issue] = errors("base", ("algorithm.advantage=gpg", "algorithm.advantage_kwargs.f_norm='2'"))
+    assert issue.code == "kwarg-type"  # strict, as the schema: a string is not a number

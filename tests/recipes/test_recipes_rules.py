@@ -1,7 +1,10 @@
 """Every cross-field rule, broken by a small recipe; messages checked word for word where it matters."""
 
+import importlib.util
+
 import pytest
 
+from rlrun.data.sources import DataError, load_file
 from rlrun.errors import RecipeError
 from rlrun.recipes import load_recipe
 
@@ -10,12 +13,48 @@ def test_group_estimator_needs_two_samples(write, only_error):
     write("r.yaml", "extends: rloo\ntrainer:\n  prompts_per_step: 128\nrollout:\n  n: 1\n")
     issue = only_error("r.yaml")
     assert issue.code == "group-needs-n"
-    assert issue.format() == (
+    text, _, groupless = issue.format().partition("without groups: ")
+    assert text == (
         "r.yaml, line 5, column 3, `rollout.n`: the `rloo` advantage compares each response with the other "
         "responses to the same prompt, so it needs at least 2 samples per prompt. Expected rollout.n >= 2. "
-        "Found rollout.n: 1. Fix: set `rollout.n: 8` (or choose an estimator without groups: "
-        "reinforce_plus_plus, remax, gae)."
+        "Found rollout.n: 1. Fix: set `rollout.n: 8` (or choose an estimator "
     )
+    # every registered estimator that did not declare needs_groups (plugins of other tests too)
+    names = groupless.removesuffix(").").split(", ")
+    assert names[0] == "gae" and {"reinforce_plus_plus", "remax"} <= set(names) and "grpo" not in names
+
+
+def test_a_plugin_estimator_declaring_groups_is_validated_like_a_built_in(
+    write, tmp_path, monkeypatch, errors
+):
+    monkeypatch.syspath_prepend(str(tmp_path))
+    write(
+        "group_plugin_for_test.py",
+        "from rlrun.algorithms.registries import register_advantage\n\n"
+        "@register_advantage('test_plugin_grouped', needs_groups=True)\n"
+        "def adv(token_level_rewards, response_mask, index=None, *, scale: float = 1.0, **_):\n"
+        "    '''A test estimator comparing responses within a group.'''\n",
+    )
+    plugin = ("algorithm.plugins=[group_plugin_for_test]", "algorithm.advantage=test_plugin_grouped")
+    issues = errors("base", (*plugin, "rollout.n=1", "trainer.prompts_per_step=128"))
+    assert [i.code for i in issues] == ["group-needs-n"]
+    assert "the `test_plugin_grouped` advantage compares each response" in issues[0].message
+    load_recipe("base", [*plugin, "algorithm.advantage_kwargs.scale=2.0"])  # its own keyword is accepted
+    [issue] = errors("base", (*plugin, "algorithm.advantage_kwargs.scael=2.0"))
+    assert issue.code == "unknown-kwarg" and "did you mean 'scale'?" in issue.message
+    assert issue.expected == "one of scale"
+
+
+def test_a_plugin_estimator_declaring_a_critic_needs_one(write, tmp_path, monkeypatch, errors):
+    monkeypatch.syspath_prepend(str(tmp_path))
+    write(
+        "critic_plugin_for_test.py",
+        "from rlrun.algorithms.registries import register_advantage\n\n"
+        "@register_advantage('test_plugin_valued', needs_critic=True)\n"
+        "def adv(token_level_rewards, response_mask, index=None, **_):\n    '''Needs values.'''\n",
+    )
+    plugin = ("algorithm.plugins=[critic_plugin_for_test]", "algorithm.advantage=test_plugin_valued")
+    assert [i.code for i in errors("base", plugin)] == ["gae-needs-critic"]
 
 
 @pytest.mark.parametrize(
@@ -90,8 +129,8 @@ def test_direct_distillation_with_k1_is_an_error(write, only_error):
 def test_clip_ratio_c_must_exceed_one(write, only_error):
     write("r.yaml", "extends: base\nactor:\n  clip_ratio_c: 1.0\n")
     assert only_error("r.yaml").format() == (
-        "r.yaml, line 3, column 3, `actor.clip_ratio_c`: value out of range. Expected greater than 1. Found 1.0. "
-        "Fix: set `actor.clip_ratio_c` to a value greater than 1."
+        "r.yaml, line 3, column 3, `actor.clip_ratio_c`: value out of range. Expected a number greater than 1. "
+        "Found 1.0. Fix: set `actor.clip_ratio_c` to a number greater than 1."
     )
 
 
@@ -140,15 +179,57 @@ def test_mini_batch_must_split_into_micro_batches(write, only_error):
     )
 
 
+def test_a_token_budget_must_hold_the_longest_row_and_replaces_the_sample_count(write, only_error):
+    write("r.yaml", "extends: grpo\nactor:\n  micro_batch_tokens: 71\n")
+    issue = only_error("r.yaml")  # data.max_prompt_tokens 64 + rollout.max_response_tokens 8 = 72
+    assert (issue.key, issue.line, issue.expected) == (
+        "actor.micro_batch_tokens",
+        3,
+        "actor.micro_batch_tokens >= 72",
+    )
+    write("ok.yaml", "extends: grpo\nactor:\n  micro_batch_samples: 48\n  micro_batch_tokens: 72\n")
+    # 128 % 48 no longer matters: micro-batches are cut by tokens
+    assert load_recipe("ok.yaml").recipe.actor.micro_batch_tokens == 72
+
+
 def test_data_files_must_exist(write, errors):
     write("train.jsonl", '{"prompt": "1+1=", "answer": "2"}\n')
     write("r.yaml", "extends: grpo\ndata:\n  source: train.jsonl\n  val_source: missing.parquet\n")
     [issue] = errors("r.yaml")
     assert (issue.code, issue.key, issue.line) == ("data-missing", "data.val_source", 4)
-    assert issue.found == '"missing.parquet"'
+    assert issue.found.endswith('/missing.parquet"')  # where it looked: beside the recipe
     write("s.yaml", "extends: grpo\ndata:\n  source: train.csv\n")
     [issue] = errors("s.yaml")
     assert (issue.code, issue.line) == ("data-source", 3)
+
+
+@pytest.fixture
+def without_data_packages(monkeypatch):
+    """This machine as if pyarrow and datasets were not installed."""
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda name, *a: None if name in ("pyarrow", "datasets") else real(name, *a),
+    )
+
+
+def test_a_missing_reader_package_is_a_located_error_naming_the_extra(write, errors, without_data_packages):
+    write("train.parquet", "")
+    write("r.yaml", "extends: grpo\ndata:\n  source: train.parquet\n  val_source: hf:openai/gsm8k:main\n")
+    issues = errors("r.yaml")
+    assert [(i.code, i.key, i.line) for i in issues] == [
+        ("data-reader-missing", "data.source", 3),
+        ("data-reader-missing", "data.val_source", 4),
+    ]
+    assert "`pyarrow`" in issues[0].message and "`datasets`" in issues[1].message
+    assert all("pip install 'rlrun[data]'" in i.fix for i in issues)
+    # a recipe for another machine is checked alone
+    assert load_recipe("r.yaml", environment=False).recipe.data.val_source == "hf:openai/gsm8k:main"
+    with pytest.raises(
+        DataError, match=r"train.parquet: reading parquet needs the `pyarrow` package \(pip install"
+    ):
+        load_file("train.parquet")
 
 
 def test_embedded_model_names_are_checked(write, errors):
@@ -165,10 +246,11 @@ def test_embedded_model_names_are_checked(write, errors):
 @pytest.mark.parametrize(
     "yaml_text, key, expected",
     [
-        ("actor:\n  optimizer:\n    lr: -1.0e-4\n", "actor.optimizer.lr", "greater than 0"),
-        ("rollout:\n  temperature: 0\n", "rollout.temperature", "greater than 0"),
-        ("rollout:\n  top_p: 0\n", "rollout.top_p", "greater than 0"),
-        ("rollout:\n  top_p: 1.5\n", "rollout.top_p", "less than or equal to 1"),
+        ("actor:\n  optimizer:\n    lr: -1.0e-4\n", "actor.optimizer.lr", "a number greater than 0"),
+        ("rollout:\n  temperature: 0\n", "rollout.temperature", "a number greater than 0"),
+        ("rollout:\n  top_p: 0\n", "rollout.top_p", "a number greater than 0"),
+        ("rollout:\n  top_p: 1.5\n", "rollout.top_p", "a number at most 1"),
+        ("rollout:\n  n: 0\n", "rollout.n", "an integer greater than 0"),
     ],
 )
 def test_out_of_range_values(write, only_error, yaml_text, key, expected):
@@ -191,10 +273,15 @@ def test_wrong_types(write, errors):
         ("wrong-type", "actor", 6),
     ]
     assert issues[0].format() == (
-        'r.yaml, line 3, column 3, `rollout.n`: wrong type. Expected a valid integer. Found "8" (a string). '
-        "Fix: write a valid integer (without quotes: a quoted value is a string)."
+        'r.yaml, line 3, column 3, `rollout.n`: wrong type. Expected an integer. Found the string "8". '
+        "Fix: write an integer without quotes (a quoted value is a string)."
     )
-    assert issues[2].expected == "a valid dictionary"
+    assert issues[1].format() == (
+        "r.yaml, line 5, column 3, `critic.enabled`: wrong type. Expected true or false. "
+        'Found the string "yes". Fix: write true or false.'
+    )
+    assert issues[2].expected == "a mapping (indented `key: value` lines)"
+    assert issues[2].found == "the integer 3"
 
 
 def test_other_invalid_values(write, errors):
@@ -202,7 +289,7 @@ def test_other_invalid_values(write, errors):
     issues = errors("r.yaml")
     assert [(i.code, i.key, i.line, i.expected) for i in issues] == [
         ("invalid-value", "model.path", 3, "at least 1 character"),
-        ("invalid-value", "reward.functions", 5, "at least 1 item after validation, not 0"),
+        ("invalid-value", "reward.functions", 5, "at least 1 item"),
     ]
 
 
@@ -316,3 +403,20 @@ def test_strict_makes_notices_errors():
         load_recipe("grpo", ("actor.entropy_coef=0.01",), strict=True)
     assert [i.code for i in info.value.issues] == ["entropy-with-groups"]
     assert info.value.notices == []  # reported once, as an error
+
+
+def test_a_value_fitting_no_form_of_a_union_is_one_issue(write, errors):
+    write(
+        "r.yaml",
+        "extends: base\nmodel:\n  lora:\n    target_modules: [1]\ndata:\n  apply_chat_template: maybe\n",
+    )
+    assert [i.format() for i in errors("r.yaml")] == [
+        (
+            "r.yaml, line 4, column 5, `model.lora.target_modules`: wrong type. Expected a list of strings or "
+            "`all-linear`. Found the list [1]. Fix: write a list of strings or `all-linear`."
+        ),
+        (
+            "r.yaml, line 6, column 3, `data.apply_chat_template`: not one of the allowed values. Expected "
+            'one of auto, true, false. Found "maybe". Fix: use one of the allowed values.'
+        ),
+    ]

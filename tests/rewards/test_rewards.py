@@ -11,7 +11,8 @@ from rlrun.rewards.answers import answers_equal, extract_answer
 @pytest.fixture
 def custom_rewards(tmp_path, monkeypatch):
     """A user module of reward functions, importable as `my_rewards`."""
-    (tmp_path / "my_rewards.py").write_text(textwrap.dedent("""
+    (tmp_path / "my_rewards.py").write_text(
+        textwrap.dedent("""
         def length_penalty(prompts, completions, ground_truths):
             return [-0.1 * len(c) for c in completions]
 
@@ -28,7 +29,8 @@ def custom_rewards(tmp_path, monkeypatch):
             return [float("nan")] * len(prompts)
 
         NOT_A_FUNCTION = 3
-    """))
+    """)
+    )
     monkeypatch.syspath_prepend(str(tmp_path))
     yield
     sys.modules.pop("my_rewards", None)
@@ -68,7 +70,7 @@ def test_answer_extraction_helpers():
 
 def test_resolve_errors_are_clear(custom_rewards):
     cases = {
-        "rlrun:nope": "valid: rlrun:exact_match, rlrun:math_answer",
+        "rlrun:nope": "valid: rlrun:exact_match, rlrun:gsm8k, rlrun:math_answer",
         "no_such_module:f": "cannot import module 'no_such_module'",
         "my_rewards:missing": "has no attribute 'missing'",
         "my_rewards:NOT_A_FUNCTION": "not a function",
@@ -80,11 +82,13 @@ def test_resolve_errors_are_clear(custom_rewards):
 
 
 def test_weighted_combination_logs_each_function(custom_rewards):
-    reward = RewardFunction([
-        {"fn": "rlrun:exact_match", "weight": 1.0},
-        {"fn": "my_rewards:length_penalty", "weight": 0.5},
-        {"fn": "rlrun:exact_match", "weight": 2.0},
-    ])
+    reward = RewardFunction(
+        [
+            {"fn": "rlrun:exact_match", "weight": 1.0},
+            {"fn": "my_rewards:length_penalty", "weight": 0.5},
+            {"fn": "rlrun:exact_match", "weight": 2.0},
+        ]
+    )
     out = reward(["p0", "p1"], ["2", "123"], ["2", "4"], data_source=["x", "y"])
     assert reward.names == ["exact_match", "length_penalty", "exact_match_2"]
     torch.testing.assert_close(out.components["length_penalty"], torch.tensor([-0.1, -0.3]))
@@ -106,7 +110,9 @@ def test_a_broken_reward_names_the_function_the_sample_and_the_prompt(custom_rew
         reward(["1+1=", "2+2=", "7+7="], ["2", "4", "x"], ["2", "4", "14"])
 
 
-@pytest.mark.parametrize(("fn", "message"), [("wrong_length", "returned 1 values"), ("not_finite", "on sample 0")])
+@pytest.mark.parametrize(
+    ("fn", "message"), [("wrong_length", "returned 1 values"), ("not_finite", "on sample 0")]
+)
 def test_unusable_results_are_reported(custom_rewards, fn, message):
     with pytest.raises(RewardError, match=message):
         RewardFunction([{"fn": f"my_rewards:{fn}"}])(["a", "b"], ["1", "2"], ["1", "2"])

@@ -35,9 +35,14 @@ def _recomputed_log_probs(model, prompt_ids, batch, temperature, pad_id):
     ids = torch.cat([prompts, batch.response_ids], 1)
     mask = torch.cat([prompt_mask, batch.response_mask], 1)
     with torch.no_grad():
-        logits = model(input_ids=ids, attention_mask=mask, position_ids=(mask.cumsum(-1) - 1).clamp(min=0)).logits
+        logits = model(
+            input_ids=ids, attention_mask=mask, position_ids=(mask.cumsum(-1) - 1).clamp(min=0)
+        ).logits
     logits = logits[:, prompts.shape[1] - 1 : -1] / temperature
-    return torch.log_softmax(logits, -1).gather(-1, batch.response_ids.unsqueeze(-1)).squeeze(-1) * batch.response_mask
+    return (
+        torch.log_softmax(logits, -1).gather(-1, batch.response_ids.unsqueeze(-1)).squeeze(-1)
+        * batch.response_mask
+    )
 
 
 def test_shape_order_and_masks(model_and_tokenizer, prompts):
@@ -45,9 +50,11 @@ def test_shape_order_and_masks(model_and_tokenizer, prompts):
     assert isinstance(engine, RolloutEngine)
     batch = engine.generate(prompts, SamplingParams(n=3, max_tokens=5, seed=0))
     n_rows = len(prompts) * 3
-    assert batch.response_ids.shape[0] == batch.log_probs.shape[0] == n_rows and batch.response_ids.shape[1] <= 5
+    assert (
+        batch.response_ids.shape[0] == batch.log_probs.shape[0] == n_rows and batch.response_ids.shape[1] <= 5
+    )
     assert batch.response_ids.dtype == torch.long and batch.log_probs.dtype == torch.float32
-    assert batch.group_index.tolist() == [i // 3 for i in range(n_rows)]
+    assert batch.n == 3 and len(batch.finish_reasons) == n_rows
     eos, pad = model_and_tokenizer[1].eos_token_id, model_and_tokenizer[1].pad_token_id
     for row, reason in enumerate(batch.finish_reasons):
         length = int(batch.response_lengths[row])
@@ -62,8 +69,9 @@ def test_shape_order_and_masks(model_and_tokenizer, prompts):
 @pytest.mark.parametrize("temperature", [1.0, 0.7])
 def test_log_probs_equal_the_trainers_recomputation(model_and_tokenizer, prompts, temperature):
     model, tok = model_and_tokenizer
-    batch = _engine(model_and_tokenizer).generate(prompts, SamplingParams(n=4, max_tokens=6, temperature=temperature,
-                                                                        seed=1))
+    batch = _engine(model_and_tokenizer).generate(
+        prompts, SamplingParams(n=4, max_tokens=6, temperature=temperature, seed=1)
+    )
     expected = _recomputed_log_probs(model, prompts, batch, temperature, tok.pad_token_id)
     torch.testing.assert_close(batch.log_probs, expected, atol=1e-5, rtol=1e-5)
 
@@ -113,12 +121,16 @@ def test_top_k_one_is_greedy_and_max_tokens_bounds_length(model_and_tokenizer, p
 
 
 def test_min_tokens_suppresses_eos(model_and_tokenizer, prompts):
-    batch = _engine(model_and_tokenizer).generate(prompts, SamplingParams(n=2, max_tokens=6, min_tokens=6, seed=0))
+    batch = _engine(model_and_tokenizer).generate(
+        prompts, SamplingParams(n=2, max_tokens=6, min_tokens=6, seed=0)
+    )
     assert batch.finish_reasons == ["length"] * len(batch.finish_reasons)
     assert batch.response_mask.all()
 
 
-def test_generation_restores_training_mode_and_sync_is_a_no_op_for_the_same_model(model_and_tokenizer, prompts):
+def test_generation_restores_training_mode_and_sync_is_a_no_op_for_the_same_model(
+    model_and_tokenizer, prompts
+):
     model, _ = model_and_tokenizer
     engine = _engine(model_and_tokenizer)
     model.train()
@@ -140,7 +152,8 @@ def test_sync_weights_copies_from_another_module(model_and_tokenizer):
 
 
 @pytest.mark.parametrize(
-    "kwargs", [{"n": 0}, {"max_tokens": 0}, {"temperature": 0.0}, {"top_p": 0.0}, {"top_k": -1}, {"min_tokens": 9}]
+    "kwargs",
+    [{"n": 0}, {"max_tokens": 0}, {"temperature": 0.0}, {"top_p": 0.0}, {"top_k": -1}, {"min_tokens": 9}],
 )
 def test_bad_sampling_params_are_refused(kwargs):
     with pytest.raises(ValueError):
@@ -176,3 +189,35 @@ def test_top_k_then_banned_tokens():
 def test_plain_sampling_follows_the_distribution():
     freq = _draws(SamplingParams()).float() / 4000
     torch.testing.assert_close(freq, _PROBS[0], atol=0.03, rtol=0)
+
+
+def test_a_sample_is_the_one_torch_multinomial_draws_from_the_same_generator_state():
+    logits = torch.randn(5, 11, generator=torch.Generator().manual_seed(0))
+    torch.manual_seed(3)
+    expected = torch.multinomial(logits.softmax(-1), 1).squeeze(-1)
+    torch.manual_seed(3)
+    assert torch.equal(next_token(logits, SamplingParams(), None), expected)
+
+
+def test_ended_rows_leave_the_decode_batch_without_changing_any_sample(model_and_tokenizer, prompts):
+    model, _ = model_and_tokenizer
+    decode_batch_sizes = []
+    hook = model.register_forward_pre_hook(
+        lambda _, args, kwargs: decode_batch_sizes.append(kwargs["input_ids"].shape), with_kwargs=True
+    )
+    sampling = SamplingParams(n=8, max_tokens=12, temperature=1.5, seed=11)
+    try:
+        every_step = _engine(model_and_tokenizer, compact_ended_fraction=0.0).generate(prompts, sampling)
+        compacted_sizes, decode_batch_sizes[:] = list(decode_batch_sizes), []
+        never = _engine(model_and_tokenizer, compact_ended_fraction=2.0).generate(prompts, sampling)
+    finally:
+        hook.remove()
+    lengths = every_step.response_lengths
+    assert lengths.min() < lengths.max()  # rows end at different steps, so compaction happens
+    decode_rows = [shape[0] for shape in compacted_sizes if shape[1] == 1]
+    assert decode_rows == sorted(decode_rows, reverse=True) and decode_rows[-1] < len(lengths)
+    assert all(shape[0] == len(lengths) for shape in decode_batch_sizes if shape[1] == 1)
+    assert torch.equal(every_step.response_ids, never.response_ids)
+    assert torch.equal(every_step.response_mask, never.response_mask)
+    assert every_step.finish_reasons == never.finish_reasons
+    torch.testing.assert_close(every_step.log_probs, never.log_probs, atol=1e-6, rtol=1e-6)

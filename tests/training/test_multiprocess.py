@@ -135,4 +135,6 @@ def test_a_checkpoint_resumes_in_another_number_of_processes(tmp_path, first, th
     }
     meta = json.loads((run_dir / "meta.json").read_text())
     assert meta["status"] == "finished" and meta["resumes"][0]["from_step"] == 1
+    assert (meta["setup"]["processes"], meta["resumes"][0]["setup"]["processes"]) == (first, then)
+    assert meta["setup"]["strategy"] == ("ddp" if first > 1 else "none")
     assert sorted(p.name for p in (run_dir / "checkpoints").iterdir()) == ["step_000001", "step_000002"]

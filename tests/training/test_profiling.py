@@ -14,7 +14,9 @@ def _steps(out_dir, count: int) -> None:
             step_done()
 
 
-@pytest.mark.parametrize("count", [1 + PROFILED_STEPS + 2, 2])  # more steps than recorded; a run stopped early
+@pytest.mark.parametrize(
+    "count", [1 + PROFILED_STEPS + 2, 2]
+)  # more steps than recorded; a run stopped early
 def test_recorded_steps_are_written_as_a_trace_and_an_operator_table(tmp_path, count):
     _steps(tmp_path / "profile", count)
     events = json.loads((tmp_path / "profile" / "trace.json").read_text())["traceEvents"]

@@ -1,9 +1,16 @@
 import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
+import torch
+from accelerate.utils import DistributedType
 
 from rlrun.errors import RecipeError
-from rlrun.training.rundir import RunDir, git_state, package_versions
+from rlrun.training.rundir import RunDir, check_run_name, git_state, package_versions, run_setup
 
 
 def test_new_run_dir_is_created(tmp_path):
@@ -25,15 +32,16 @@ def test_overwrite_replaces_a_run_but_never_a_users_directory(tmp_path):
     run = RunDir.open(tmp_path / "a")
     run.write_meta({"status": "failed"})
     (run.path / "metrics.jsonl").write_text("{}\n")
+    run.release()
     RunDir.open(tmp_path / "a", overwrite=True)
     assert not (tmp_path / "a" / "metrics.jsonl").exists()
 
     mine = tmp_path / "mine"
     mine.mkdir()
     (mine / "thesis.tex").write_text("precious")
-    with pytest.raises(RecipeError, match="not an rlrun run"):
+    with pytest.raises(RecipeError, match="not one"):
         RunDir.open(mine, overwrite=True)
-    assert (mine / "thesis.tex").read_text() == "precious"
+    assert [p.name for p in mine.iterdir()] == ["thesis.tex"]  # not even a lock file left in it
 
 
 def test_resume_needs_a_run(tmp_path):
@@ -52,3 +60,123 @@ def test_provenance_helpers():
     sha, _ = git_state()
     assert sha is None or len(sha) == 40
     assert {"python", "torch", "transformers"} <= set(package_versions())
+
+
+def _accelerator(processes: int, distributed: str, **state: object) -> SimpleNamespace:
+    return SimpleNamespace(
+        num_processes=processes,
+        distributed_type=DistributedType(distributed),
+        state=SimpleNamespace(**state),
+        device=torch.device("cpu"),
+        mixed_precision="bf16",
+    )
+
+
+@pytest.mark.parametrize(
+    ("accelerator", "local", "expected"),
+    [
+        (_accelerator(1, "NO"), None, (1, 1, "none")),
+        (_accelerator(4, "MULTI_CPU"), "4", (4, 1, "ddp")),
+        (_accelerator(16, "FSDP", fsdp_plugin=SimpleNamespace(fsdp_version=2)), "8", (16, 2, "fsdp2")),
+        (
+            _accelerator(8, "DEEPSPEED", deepspeed_plugin=SimpleNamespace(zero_stage=3)),
+            "8",
+            (8, 1, "deepspeed_zero3"),
+        ),
+    ],
+)
+def test_run_setup_records_processes_machines_strategy_device_and_dtype(
+    monkeypatch, accelerator, local, expected
+):
+    if local is None:
+        monkeypatch.delenv("LOCAL_WORLD_SIZE", raising=False)
+    else:
+        monkeypatch.setenv("LOCAL_WORLD_SIZE", local)
+    setup = run_setup(accelerator, "bfloat16")
+    assert (setup["processes"], setup["machines"], setup["strategy"]) == expected
+    assert (setup["device"], setup["dtype"], setup["mixed_precision"]) == ("cpu", "bfloat16", "bf16")
+    assert setup["device_name"]  # the CPU model here
+
+
+def test_overwrite_never_deletes_a_folder_rlrun_did_not_make_even_with_a_meta_json(tmp_path, monkeypatch):
+    project = tmp_path / "project"
+    (project / "src").mkdir(parents=True)
+    (project / "src" / "model.py").write_text("precious")
+    (project / "meta.json").write_text("{}")  # the project's own file of that name
+    with pytest.raises(RecipeError, match="this is not one .it holds src"):
+        RunDir.open(project, overwrite=True)
+    assert (project / "src" / "model.py").read_text() == "precious"
+
+    run = RunDir.open(tmp_path / "run")  # a real run, into which the user then put a file
+    run.write_meta({"status": "finished"})
+    (run.path / "notes.txt").write_text("precious")
+    run.release()
+    with pytest.raises(RecipeError, match="it holds notes.txt"):
+        RunDir.open(run.path, overwrite=True)
+    assert (run.path / "notes.txt").read_text() == "precious"
+
+
+def test_overwrite_never_deletes_the_working_directory_or_a_parent_of_it(tmp_path, monkeypatch):
+    run = RunDir.open(tmp_path / "run")
+    run.write_meta({"status": "finished"})
+    run.release()
+    (run.path / "checkpoints").mkdir()
+    for cwd in (run.path, run.path / "checkpoints"):
+        monkeypatch.chdir(cwd)
+        with pytest.raises(RecipeError, match="working directory"):
+            RunDir.open(Path("."), overwrite=True) if cwd == run.path else RunDir.open(
+                run.path, overwrite=True
+            )
+    assert (run.path / "meta.json").is_file()
+
+
+@pytest.mark.parametrize("name", ["../../x", "/tmp/x", "a/b", "..", ".", ""])
+def test_a_run_name_cannot_leave_the_output_dir(name):
+    with pytest.raises(RecipeError, match="single folder name"):
+        check_run_name(name)
+
+
+def test_a_live_run_locks_its_directory_against_another_run_resume_or_overwrite(tmp_path):
+    live = RunDir.open(tmp_path / "a")
+    live.write_meta({"status": "running"})
+    for resume, overwrite in ((False, False), (True, False), (False, True)):
+        with pytest.raises(
+            RecipeError, match=rf"training in this directory right now \(pid {os.getpid()} on "
+        ):
+            RunDir.open(tmp_path / "a", resume=resume, overwrite=overwrite)
+    assert (tmp_path / "a" / "meta.json").is_file()
+    live.release()  # the run ended (or its process died: the kernel drops the lock then too)
+    assert RunDir.open(tmp_path / "a", resume=True).read_meta()["status"] == "running"
+
+
+HOLD_A_RUN_DIRECTORY = """import sys
+from rlrun.training.rundir import RunDir
+run = RunDir.open(sys.argv[1])
+run.write_meta({"status": "running"})
+print("locked", flush=True)
+input()
+"""
+
+
+def test_the_lock_of_a_killed_run_is_free(tmp_path):
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD_A_RUN_DIRECTORY, str(tmp_path / "a")],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert holder.stdout.readline() == "locked\n"
+    with pytest.raises(RecipeError, match="right now"):
+        RunDir.open(tmp_path / "a", resume=True)
+    holder.kill()  # kill -9: no clean-up
+    holder.wait()
+    assert RunDir.open(tmp_path / "a", resume=True).path == tmp_path / "a"
+
+
+def test_a_directory_made_for_a_run_that_never_started_is_removed(tmp_path):
+    run = RunDir.open(tmp_path / "runs" / "a")
+    run.release()
+    run.discard_if_unused()
+    assert not (tmp_path / "runs" / "a").exists()
+    kept = RunDir.open(tmp_path / "empty-but-mine", resume=False)
+    kept.write_meta({"status": "failed"})
+    kept.discard_if_unused()
+    assert kept.path.is_dir()

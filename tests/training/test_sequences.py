@@ -71,8 +71,9 @@ def _grouped_seq():
 
 def _row_by_row(model, seq):
     """The reference: every row forwarded whole, alone."""
-    return torch.cat([pad_response(response_log_probs(model, seq.rows(torch.tensor([i])), 0.7)[0], 3)
-                      for i in range(4)])
+    return torch.cat(
+        [pad_response(response_log_probs(model, seq.rows(torch.tensor([i])), 0.7)[0], 3) for i in range(4)]
+    )
 
 
 def test_rows_sharing_a_prompt_run_it_once_with_equal_log_probs_and_gradients(random_lm):
@@ -102,4 +103,6 @@ def test_gradient_checkpointing_runs_rows_whole(random_lm):
     hook.remove()
     getattr(random_lm, "activation_checkpointing_disable", random_lm.gradient_checkpointing_disable)()
     assert calls == [(4, 6)]
-    torch.testing.assert_close(log_probs, _row_by_row(random_lm, seq) * seq.response_mask, rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(
+        log_probs, _row_by_row(random_lm, seq) * seq.response_mask, rtol=1e-4, atol=1e-5
+    )

@@ -1,0 +1,18 @@
+"""What `rlrun compare` takes as a run: a run directory, a run name under `runs_dir`, or a
+W&B run (`wandb:entity/project/run_id`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rlrun.compare.runs import Run, load_run
+from rlrun.compare.wandb_runs import load_wandb_run
+
+WANDB_PREFIX = "wandb:"
+
+
+def load_input(ref: str, runs_dir: Path | str = "runs") -> Run:
+    """The run `ref` names (W&B runs are fetched through wandb's public API)."""
+    if ref.startswith(WANDB_PREFIX):
+        return load_wandb_run(ref[len(WANDB_PREFIX) :])
+    return load_run(ref, runs_dir)

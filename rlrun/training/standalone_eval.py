@@ -1,0 +1,105 @@
+"""`rlrun eval`: a checkpoint or a Hugging Face model, evaluated outside a run with the recipe's
+data, rewards and `trainer.eval` settings — through the same `evaluate_recipe` the training
+loop calls, on a model rebuilt exactly as the run built it (a LoRA checkpoint: the recipe's
+base model wrapped by peft, the adapter loaded), so a checkpoint's figures equal the run's own
+`val/*` at that step.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from accelerate import Accelerator
+from transformers.utils import logging as hf_logging
+
+from rlrun.data import load_prompt_datasets
+from rlrun.errors import ConfigIssue, RecipeError
+from rlrun.evaluation import EvalResult, evaluate_recipe
+from rlrun.rewards import RewardFunction
+from rlrun.rollout import ROLLOUT_ENGINES
+from rlrun.schema import Recipe
+from rlrun.training import checkpoint as ckpt
+from rlrun.training.models import load_causal_lm, load_tokenizer, with_lora
+from rlrun.training.session import on_cpu
+
+
+@dataclass(frozen=True)
+class EvalTarget:
+    """What `rlrun eval` was pointed at."""
+
+    model: str  # a checkpoint directory, a model directory, an `rlrun:` name or a hub id
+    checkpoint: Path | None  # set when `model` is a run's checkpoint
+    run_recipe: Path | None  # the run's `resolved.yaml`, the default recipe of a checkpoint
+
+
+def eval_target(model: str) -> EvalTarget:
+    """Recognise a run checkpoint (it holds `trainer_state.pt`), or a run directory (its latest
+    checkpoint), and find the run's recipe."""
+    path = Path(model)
+    latest = ckpt.latest_checkpoint(path / "checkpoints") if (path / "resolved.yaml").is_file() else None
+    if latest is not None:
+        path, model = latest, str(latest)
+    if not (path / ckpt.TRAINER_STATE).is_file():
+        return EvalTarget(model, None, None)
+    resolved = path.parent.parent / "resolved.yaml"  # RUN_DIR/checkpoints/step_N
+    return EvalTarget(model, path, resolved if resolved.is_file() else None)
+
+
+def evaluate_target(target: EvalTarget, recipe: Recipe) -> tuple[EvalResult, str]:
+    """Evaluate `target` on `recipe`'s validation data; returns the result and the data's name."""
+    hf_logging.disable_progress_bar()  # a loading bar per model would bury the table
+    tokenizer = load_tokenizer(
+        str(target.checkpoint) if target.checkpoint else recipe.model.tokenizer or target.model,
+        recipe.model.trust_remote_code,
+    )
+    _, val_data = load_prompt_datasets(recipe.model_dump(mode="json")["data"], tokenizer)
+    if val_data is None:
+        raise RecipeError(
+            [
+                ConfigIssue(
+                    f"the data source {recipe.data.source!r} has no validation split to evaluate on",
+                    key="data.val_source",
+                    code="no-validation-data",
+                    fix="name the evaluation data: `rlrun eval MODEL --data FILE` (or set `data.val_source`)",
+                )
+            ]
+        )
+    reward = RewardFunction([f.model_dump() for f in recipe.reward.functions])
+    device = Accelerator(cpu=on_cpu(recipe)).device
+    model = _load_policy(target, recipe).to(device)
+    engine = ROLLOUT_ENGINES.get(recipe.rollout.engine)(
+        model,
+        tokenizer,
+        max_batch_samples=recipe.rollout.max_batch_samples,
+        **({"vllm": recipe.rollout.vllm.model_dump()} if recipe.rollout.engine == "vllm" else {}),
+    )
+    return evaluate_recipe(engine, tokenizer, val_data, recipe, reward), _val_data_name(recipe)
+
+
+def _val_data_name(recipe: Recipe) -> str:
+    return recipe.data.val_source or f"{recipe.data.source} (validation)"
+
+
+def _load_policy(target: EvalTarget, recipe: Recipe) -> torch.nn.Module:
+    """The model as the run held it: a full checkpoint loads directly; a LoRA checkpoint is the
+    recipe's base model with the recipe's adapter, its weights loaded from the checkpoint."""
+    m = recipe.model
+    if target.checkpoint is None or not ckpt.is_lora_checkpoint(target.checkpoint):
+        return load_causal_lm(target.model, m.dtype, m.trust_remote_code, trainable=False)
+    if m.lora is None:
+        raise RecipeError(
+            [
+                ConfigIssue(
+                    f"{target.checkpoint} holds a LoRA adapter, but the recipe has no `model.lora` to rebuild it",
+                    key="model.lora",
+                    code="lora-checkpoint",
+                    fix="evaluate with the run's own recipe (the default), or export a merged model first "
+                    "(`rlrun export CHECKPOINT OUT`)",
+                )
+            ]
+        )
+    model = with_lora(load_causal_lm(m.path, m.dtype, m.trust_remote_code, trainable=False), m.lora)
+    ckpt.load_policy_weights(target.checkpoint, model)
+    return model.eval()

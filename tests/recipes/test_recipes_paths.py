@@ -1,0 +1,119 @@
+"""Paths in recipes: `~` and $VARIABLES expand; a relative path starts at the file that wrote
+it (each file of an `extends` chain its own), and an override's at the working directory."""
+
+import os
+from pathlib import Path
+
+import pytest
+import yaml
+
+from rlrun.recipes import load_recipe
+from rlrun.recipes.paths import data_path, model_path
+
+
+def _touch(path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text('{"prompt": "1+1=", "answer": "2"}\n')
+    return path
+
+
+def test_a_recipes_data_path_is_relative_to_the_recipe_not_the_working_directory(
+    write, tmp_path, monkeypatch
+):
+    data = _touch(tmp_path / "exp" / "data" / "train.jsonl")
+    recipe = write("exp/my.yaml", "extends: grpo\ndata:\n  source: data/train.jsonl\n")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    assert load_recipe(recipe).recipe.data.source == str(data)
+
+
+def test_in_an_extends_chain_each_path_is_relative_to_the_file_that_wrote_it(write, tmp_path):
+    train = _touch(tmp_path / "lib" / "train.jsonl")
+    val = _touch(tmp_path / "exp" / "val.jsonl")
+    write("lib/base.yaml", "extends: grpo\ndata:\n  source: train.jsonl\n  val_source: train.jsonl\n")
+    child = write("exp/child.yaml", "extends: ../lib/base.yaml\ndata:\n  val_source: ./val.jsonl\n")
+    data = load_recipe(child).recipe.data
+    assert (data.source, data.val_source) == (str(train), str(val))
+
+
+def test_an_override_is_relative_to_the_working_directory(write, tmp_path):
+    here = _touch(tmp_path / "here.jsonl")
+    _touch(tmp_path / "exp" / "here.jsonl")  # the recipe's folder has one too: not taken
+    recipe = write("exp/my.yaml", "extends: grpo\n")
+    assert load_recipe(recipe, ["data.source=here.jsonl"]).recipe.data.source == str(here)
+    # a whole mapping set on the command line counts as an override too
+    assert load_recipe(recipe, ["data={source: here.jsonl}"]).recipe.data.source == str(here)
+
+
+def test_home_and_environment_variables_expand_in_recipes_and_overrides(write, tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("GSM8K_DIR", str(tmp_path / "gsm8k"))
+    train = _touch(tmp_path / "home" / "data" / "gsm8k" / "train.jsonl")
+    test = _touch(tmp_path / "gsm8k" / "test.jsonl")
+    recipe = write(
+        "my.yaml",
+        "extends: grpo\ndata:\n  source: ~/data/gsm8k/train.jsonl\n  val_source: ${GSM8K_DIR}/test.jsonl\n",
+    )
+    data = load_recipe(recipe).recipe.data
+    assert (data.source, data.val_source) == (str(train), str(test))
+    data = load_recipe(
+        "grpo", ["data.source=$GSM8K_DIR/test.jsonl", "data.val_source=~/data/gsm8k/train.jsonl"]
+    ).recipe.data
+    assert (data.source, data.val_source) == (str(test), str(train))
+
+
+def test_a_missing_data_file_is_reported_where_written_with_the_path_looked_at(write, tmp_path, only_error):
+    recipe = write("exp/my.yaml", "extends: grpo\ndata:\n  source: nothere.jsonl\n")
+    issue = only_error(recipe)
+    assert (issue.code, issue.key, issue.file, issue.line) == (
+        "data-missing",
+        "data.source",
+        "exp/my.yaml",
+        3,
+    )
+    assert str(tmp_path / "exp" / "nothere.jsonl") in issue.found
+    assert "folder of the recipe" in issue.message
+
+
+def test_sources_that_are_not_files_are_left_alone(tmp_path):
+    for source in ("rlrun:arithmetic", "hf:openai/gsm8k:main"):
+        assert data_path(source, tmp_path) == source
+    assert data_path("/abs/train.parquet", tmp_path) == "/abs/train.parquet"
+    assert data_path("../d/train.parquet", tmp_path / "exp") == str(tmp_path / "d" / "train.parquet")
+
+
+def test_model_paths_are_local_folders_when_they_say_so_or_exist_and_hub_ids_otherwise(tmp_path, monkeypatch):
+    (tmp_path / "exp" / "ckpt").mkdir(parents=True)
+    base = tmp_path / "exp"
+    assert model_path("Qwen/Qwen2.5-0.5B-Instruct", base) == "Qwen/Qwen2.5-0.5B-Instruct"
+    assert model_path("rlrun:tiny-base", base) == "rlrun:tiny-base"
+    assert model_path("ckpt", base) == str(base / "ckpt")  # exists beside the recipe
+    assert model_path("./not-yet", base) == str(base / "not-yet")  # explicitly local
+    monkeypatch.setenv("MODELS", "/models")
+    assert model_path("$MODELS/qwen", base) == "/models/qwen"
+
+
+def test_model_path_in_a_recipe_resolves_against_the_recipe(write, tmp_path):
+    recipe = write(
+        "exp/my.yaml", "extends: grpo\nmodel:\n  path: ./my-model\nreference:\n  path: ./my-model\n"
+    )
+    loaded = load_recipe(recipe, environment=False)
+    assert loaded.recipe.model.path == loaded.recipe.reference.path == str(tmp_path / "exp" / "my-model")
+
+
+def test_the_resolved_recipe_loads_again_from_anywhere_with_the_same_paths(write, tmp_path, monkeypatch):
+    _touch(tmp_path / "exp" / "train.jsonl")
+    loaded = load_recipe(write("exp/my.yaml", "extends: grpo\ndata:\n  source: train.jsonl\n"))
+    resolved = tmp_path / "run" / "resolved.yaml"  # what a run directory keeps, and resume reads
+    resolved.parent.mkdir()
+    resolved.write_text(yaml.safe_dump(loaded.data))
+    monkeypatch.chdir(tmp_path / "run")
+    assert load_recipe(resolved).data == loaded.data
+
+
+@pytest.mark.skipif(os.name != "posix", reason="POSIX paths")
+def test_an_unset_variable_stays_as_written_and_is_reported_missing(write, only_error, monkeypatch):
+    monkeypatch.delenv("NO_SUCH_RLRUN_VAR", raising=False)
+    issue = only_error(write("my.yaml", "extends: grpo\ndata:\n  source: $NO_SUCH_RLRUN_VAR/train.jsonl\n"))
+    assert issue.code == "data-missing" and "$NO_SUCH_RLRUN_VAR/train.jsonl" in issue.found

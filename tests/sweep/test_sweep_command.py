@@ -1,0 +1,58 @@
+"""`rlrun sweep` on the command line: located errors with exit code 2, and the dry run's plan."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from rlrun.cli import app
+
+runner = CliRunner()
+REPO = Path(__file__).parents[2]
+
+
+def test_a_bad_sweep_exits_2_with_the_line_and_no_traceback(write_sweep, tmp_path):
+    path = write_sweep("recipe: grpo\ngrid:\n  recipe: [grpo, dapo]\n  actor.optimizer.lr: [1.0e-4, 0]\n")
+    result = runner.invoke(app, ["sweep", str(path), "--dry-run"])
+    assert result.exit_code == 2
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    text = "".join(result.output.replace("│", "").split())  # the panel wraps long paths anywhere
+    assert f"{path},line4,column32,`actor.optimizer.lr`:sweeppoint" in text
+    assert "`recipe=grpo,actor.optimizer.lr=0`(everyseed)" in text and "greaterthan0" in text
+    assert not (tmp_path / "runs").exists()
+
+
+def test_the_dry_run_prints_the_plan_and_starts_nothing(write_sweep, tmp_path):
+    path = write_sweep(
+        {
+            "name": "lr",
+            "recipe": "grpo",
+            "overrides": {"trainer.output_dir": str(tmp_path / "runs"), "trainer.total_steps": 20},
+            "grid": {"actor.optimizer.lr": [1.0e-4, 3.0e-4]},
+            "seeds": [0, 1, 2],
+        }
+    )
+    result = runner.invoke(app, ["sweep", str(path), "--dry-run", "--jobs", "2"])
+    assert result.exit_code == 0, result.output
+    text = "".join(result.output.split())
+    assert "2point(s)×3seed(s)=6runs" in text and "6tostart,0toresume,0finished" in text
+    assert "actor.optimizer.lr=0.0003/seed-2grpotostart0/202,560" in text  # 20 steps x 16 prompts x 8
+    assert "executor:local(concurrent2" in text and "nofinishedruntoestimatethetimefrom" in text
+    assert not (tmp_path / "runs").exists()
+
+
+def test_the_readme_sweep_example_and_file_plan_cleanly(tmp_path, monkeypatch):
+    readme = (REPO / "README.md").read_text()
+    section = readme[readme.index("## Sweeps") : readme.index("## Compare")]
+    example = section[section.index("```yaml\n") + len("```yaml\n") :]
+    (tmp_path / "my_sweep.yaml").write_text(example[: example.index("```")])
+    monkeypatch.chdir(tmp_path)
+    result = runner.invoke(app, ["sweep", "my_sweep.yaml", "--dry-run"])
+    assert result.exit_code == 0, result.output
+    assert "8 point(s) × 3 seed(s) = 24 runs" in " ".join(result.output.split())
+
+    monkeypatch.chdir(REPO)  # the README's own command, as written
+    result = runner.invoke(app, ["sweep", "sweeps/grpo_vs_dapo.yaml", "--dry-run"])
+    assert result.exit_code == 0, result.output
+    assert "2 point(s) × 3 seed(s) = 6 runs" in " ".join(result.output.split())

@@ -1,0 +1,152 @@
+"""Starting a run: the run directory it claims is the one it writes."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+import rlrun.training.run as run_module
+from rlrun.recipes import load_recipe
+from rlrun.training.run import Run, RunOptions, cpu_threads_for, slow_step_note, start_run
+
+REPO = str(Path(__file__).resolve().parents[2])
+
+
+class _TickingClock:
+    """A `datetime` whose `now()` moves one second on every call (a slow model load)."""
+
+    ticks = itertools.count()
+
+    @classmethod
+    def now(cls, tz=None):
+        return datetime(2026, 11, 30, 9, 49, 6, tzinfo=timezone.utc) + timedelta(seconds=next(cls.ticks))
+
+
+def _fake_session(recipe):
+    return SimpleNamespace(
+        accelerator=SimpleNamespace(is_main_process=True, process_index=0),
+        step=0,
+        last_experience=None,
+        unwrapped_policy=torch.nn.Linear(2, 2),
+    )
+
+
+def test_the_default_run_name_is_chosen_once(tmp_path, monkeypatch):
+    monkeypatch.setattr(run_module, "datetime", _TickingClock)
+    overrides = [f"trainer.output_dir={tmp_path}", "logging.console.enabled=false"]
+    run = start_run(
+        load_recipe("dapo", overrides), RunOptions(), print, overrides, make_session=_fake_session
+    )
+    made = [p for p in tmp_path.iterdir()]
+    assert made == [run.dir.path] and run.dir.path.name.startswith("dapo-20261130-0949")
+    assert (run.dir.path / "recipe.yaml").is_file()
+
+
+def test_a_small_model_on_cpu_uses_one_thread_unless_the_user_chose():
+    assert cpu_threads_for(995_200, {}) == 1  # the embedded tiny model
+    assert cpu_threads_for(995_200, {"OMP_NUM_THREADS": "2"}) is None
+    assert cpu_threads_for(500_000_000, {}) is None
+
+
+def test_a_step_far_slower_than_the_runs_typical_step_is_explained():
+    earlier = [0.2, 0.25, 0.2, 0.3]  # median 0.225
+    note = slow_step_note(9, 8.0, earlier)
+    assert note.startswith("Step 9 took 8.0 s, 36x this run's typical 0.23 s") and "OMP_NUM_THREADS=1" in note
+    assert slow_step_note(9, 1.0, earlier) is None  # 4.4x: within the noise of a shared machine
+    assert slow_step_note(9, 0.9, [0.1, 0.1, 0.1]) is None  # under a second: not worth a line
+    assert slow_step_note(3, 8.0, [0.2, 0.2]) is None  # too few steps to know what is typical
+
+
+# --- signals -----------------------------------------------------------------------------------
+
+
+def _supervised_run(tmp_path):
+    """A `Run` with only what `supervise` touches; records its checkpoints and final status."""
+    run = Run.__new__(Run)
+    run.session = SimpleNamespace(step=4)
+    run.stop_requested = False
+    run.dir = SimpleNamespace(path=tmp_path)
+    run.checkpoint_due = lambda step: False
+    run.said, run.saved = [], []
+    run.say = run.said.append
+    run.checkpoint = lambda: run.saved.append(run.session.step)
+    run.close = lambda status: setattr(run, "status", status)
+    return run
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGUSR1])
+def test_a_stop_signal_ends_the_run_at_the_step_boundary_with_a_checkpoint(tmp_path, sig):
+    run = _supervised_run(tmp_path)
+    with run.supervise():
+        os.kill(os.getpid(), sig)  # arrives mid-step
+        assert run.stop_requested
+        run.session.step = 5  # the loop finishes the step, sees stop_requested and leaves
+    assert run.status == "interrupted" and run.saved == [5]
+    assert "finishing this step" in run.said[0] and "rlrun resume" in run.said[-1]
+    assert signal.getsignal(sig) is not run._on_stop_signal  # the previous handler is back
+
+
+def test_a_second_signal_stops_at_once_and_saves_no_half_done_step(tmp_path):
+    run = _supervised_run(tmp_path)
+    with run.supervise():
+        os.kill(os.getpid(), signal.SIGTERM)
+        os.kill(os.getpid(), signal.SIGINT)  # still inside step 5: its updates are half applied
+        run.session.step = 5  # never reached
+    assert run.status == "interrupted" and run.saved == []  # before the fix: step 4's label on half of step 5
+
+
+def _cli(*args: str) -> subprocess.Popen:
+    env = {
+        **os.environ,
+        "OMP_NUM_THREADS": "1",
+        "PYTHONPATH": os.pathsep.join(filter(None, [REPO, os.environ.get("PYTHONPATH")])),
+    }
+    return subprocess.Popen([sys.executable, "-m", "rlrun", *args], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)  # fmt: skip
+
+
+def test_ctrl_c_while_starting_up_ends_quietly_and_leaves_nothing(tmp_path):
+    proc = _cli("train", "grpo", "--run-dir", str(tmp_path / "run"))
+    maps = Path(f"/proc/{proc.pid}/maps")  # pydantic's library loads while the CLI module is imported
+    while proc.poll() is None and "pydantic_core" not in maps.read_text():
+        time.sleep(0.002)
+    proc.send_signal(signal.SIGINT)  # within the first second of `rlrun train`
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and "Traceback" not in err and "Interrupted before" in err
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.slow
+def test_sigterm_stops_a_real_run_cleanly_and_a_second_signal_promptly(tmp_path):
+    small = ["trainer.total_steps=500", "trainer.prompts_per_step=4", "actor.mini_batch_samples=32", "actor.micro_batch_samples=32", "trainer.eval.every_steps=0",
+             "trainer.eval.prompts=16", "trainer.checkpoint.every_steps=0", "logging.console.enabled=false"]  # fmt: skip
+    runs = {
+        name: _cli("train", "grpo", *small, "--run-dir", str(tmp_path / name)) for name in ("once", "twice")
+    }
+    for name, proc in runs.items():
+        metrics = tmp_path / name / "metrics.jsonl"
+        while proc.poll() is None and not (metrics.exists() and metrics.read_text().count("\n") >= 3):
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGTERM)
+        if name == "twice":
+            time.sleep(0.05)
+            sent = time.monotonic()
+            proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=120)
+        assert proc.returncode == 130, err
+        meta = json.loads((tmp_path / name / "meta.json").read_text())
+        assert meta["status"] == "interrupted" and "SIGTERM: finishing this step" in err
+        saved = sorted(p.name for p in (tmp_path / name / "checkpoints").glob("step_*"))
+        if name == "once":
+            assert saved == [f"step_{meta['final_step']:06d}"]
+    assert time.monotonic() - sent < 10
