@@ -30,6 +30,7 @@ from rlrun.recipes import LoadedRecipe, algorithm_summary, batch_plan, load_reci
 if TYPE_CHECKING:
     from rlrun.convert.recipe import Conversion
     from rlrun.launch import Topology  # imports torch: only the commands that train load it
+    from rlrun.sweep.plan import SweepPlan
 
 app = typer.Typer(
     name="rlrun",
@@ -976,11 +977,13 @@ def sweep_command(
     """Train every run of a sweep: each point of the grid and list at each seed, named
     `<output_dir>/<sweep>/<key=value,...>/seed-<n>`. Every run's recipe is validated before any
     starts. Running the same sweep again resumes unfinished runs and skips finished ones."""
+    from dataclasses import asdict
+
     from rlrun.sweep.plan import plan_sweep
     from rlrun.sweep.spec import read_sweep
 
-    with user_errors():
-        plan = plan_sweep(read_sweep(sweep_file))
+    with user_errors():  # jobs on a cluster run elsewhere: this machine's GPUs and packages don't matter
+        plan = plan_sweep(read_sweep(sweep_file), environment=executor is Executor.local)
     if executor is Executor.slurm:
         from rlrun.sweep.slurm import SlurmOptions
 
@@ -991,7 +994,7 @@ def sweep_command(
 
         cpu_only = all(run.loaded.recipe.trainer.device == "cpu" for run in plan.runs)
         slots = machine_slots(len(plan.to_do()), jobs, use_gpus=not cpu_only)
-        settings, concurrent = {"kind": "local", **slots.__dict__}, slots.concurrent
+        settings, concurrent = {"kind": "local", **asdict(slots)}, slots.concurrent
     _print_sweep_plan(plan, settings, concurrent)
     if dry_run or not plan.to_do():
         return
@@ -1023,7 +1026,7 @@ def sweep_command(
         raise typer.Exit(INTERRUPTED)
 
 
-def _print_sweep_plan(plan: Any, settings: dict[str, Any], concurrent: int) -> None:
+def _print_sweep_plan(plan: SweepPlan, settings: dict[str, Any], concurrent: int) -> None:
     from rlrun.compare.render import format_duration
 
     states = [run.state for run in plan.runs]

@@ -67,6 +67,7 @@ def save_tokenizer(tokenizer: PreTrainedTokenizerFast, out: Path) -> None:
     tokenizer.backend_tokenizer.save(str(out / "tokenizer.json"))
     config = {
         **tokenizer.special_tokens_map,
+        "model_input_names": ["input_ids", "attention_mask"],  # Qwen2 takes no token_type_ids
         "model_max_length": tokenizer.model_max_length,
         "padding_side": tokenizer.padding_side,
         "tokenizer_class": PORTABLE_TOKENIZER_CLASS,

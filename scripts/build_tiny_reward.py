@@ -35,7 +35,7 @@ from transformers import (
 )
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from build_tiny_models import MAX_POSITIONS, build_tokenizer  # the shared tokenizer
+from build_tiny_models import MAX_POSITIONS, build_tokenizer, save_tokenizer  # the shared tokenizer
 
 from rlrun.data import build_prompt_dataset
 from rlrun.embedded import resolve_model_path
@@ -189,7 +189,7 @@ def train(args: argparse.Namespace) -> dict:
     model.eval()
     args.out.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(args.out)
-    tokenizer.save_pretrained(args.out)
+    save_tokenizer(tokenizer, args.out)  # files transformers 4.x and 5.x both read
     # Measured through the tokenizer as users load it: AutoTokenizer's Qwen2 class drops spaces.
     loaded = AutoTokenizer.from_pretrained(args.out)
     info = {

@@ -62,9 +62,9 @@ torch.cuda.synchronize()
 print(f"weight sync: {time.perf_counter() - start:.3f} s")
 EOF
 
-echo "== 3. short GRPO with vLLM (python -m rlrun.launch train = rlrun train)"
+echo "== 3. short GRPO with vLLM (python -m rlrun train = rlrun train)"
 out=$(mktemp -d)
-python -m rlrun.launch train recipes/gsm8k/grpo_qwen2.5-0.5b.yaml \
+python -m rlrun train recipes/gsm8k/grpo_qwen2.5-0.5b.yaml \
   "model.path=$RLRUN_GPU_MODEL" data.apply_chat_template=auto \
   trainer.total_steps=4 trainer.prompts_per_step=16 rollout.max_response_tokens=256 \
   actor.mini_batch_samples=64 actor.micro_batch_samples=8 \

@@ -30,7 +30,7 @@ def test_the_readme_train_command_runs_from_a_clean_folder(tmp_path):
     }
     args = FIRST_COMMAND.split()[1:]
     result = subprocess.run(
-        [sys.executable, "-c", "from rlrun.cli import app; app(prog_name='rlrun')", *args],
+        [sys.executable, "-m", "rlrun", *args],  # what the `rlrun` console script runs
         check=False,
         cwd=tmp_path,
         env=env,

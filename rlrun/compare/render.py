@@ -20,7 +20,14 @@ from rlrun.compare.intervals import CONFIDENCE, Summary
 from rlrun.compare.sparkline import sparkline
 from rlrun.compare.stats import MetricRow, RunStats, finite_series
 
-STATUS_STYLE = {"running": "cyan", "finished": "green", "failed": "bold red", "interrupted": "yellow"}
+STATUS_STYLE = {
+    "running": "cyan",
+    "finished": "green",
+    "failed": "bold red",
+    "interrupted": "yellow",
+    "crashed": "bold red",  # meta.json says running, but its process is gone (runs.live_status)
+    "stale": "yellow",  # running on another machine, no heartbeat for a long while
+}
 CHANGE_STYLE = {
     "ref": "",
     "same": "dim",

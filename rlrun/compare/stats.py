@@ -36,6 +36,7 @@ KEY_METRICS = (
 # grad norm) have no better direction: a change there is a symptom, not a score.
 _BETTER: tuple[tuple[str, Direction], ...] = (
     ("val/*loss*", "lower"),
+    ("val/response_length/*", None),  # evaluation's response lengths: a symptom, like training's
     ("val/*", "higher"),
     ("critic/score/*", "higher"),
     ("critic/rewards/*", "higher"),

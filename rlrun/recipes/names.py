@@ -65,29 +65,27 @@ def import_plugins(
             continue  # the schema reports the wrong type
         if not execute:
             if not module_findable(module):
-                issues.append(
-                    provenance.issue(
-                        ("algorithm", "plugins", index),
-                        f"the plugin module {module!r} was not found",
-                        code="plugin-import",
-                        fix="check the module name and that its package is installed in this environment",
-                    )
-                )
+                issues.append(_plugin_issue(provenance, index, f"the plugin module {module!r} was not found"))
             continue
         try:
             import_user_module(module)
         except Exception as exc:  # noqa: BLE001 (any failure of user code is a recipe problem)
-            issues.append(
-                provenance.issue(
-                    ("algorithm", "plugins", index),
-                    str(exc)
-                    if isinstance(exc, UserModuleError)
-                    else f"the plugin module {module!r} could not be imported: {type(exc).__name__}: {exc}",
-                    code="plugin-import",
-                    fix="check the module name and that its package is installed in this environment",
-                )
+            problem = (
+                str(exc)
+                if isinstance(exc, UserModuleError)
+                else f"the plugin module {module!r} could not be imported: {type(exc).__name__}: {exc}"
             )
+            issues.append(_plugin_issue(provenance, index, problem))
     return issues
+
+
+def _plugin_issue(provenance: Provenance, index: int, problem: str) -> ConfigIssue:
+    return provenance.issue(
+        ("algorithm", "plugins", index),
+        problem,
+        code="plugin-import",
+        fix="check the module name and that its package is installed in this environment",
+    )
 
 
 # The component keywords a recipe may set under `*_kwargs`, per name key: the trainer passes the

@@ -6,8 +6,9 @@ base recipe contributes (through `extends`) to that base recipe, and command-lin
 to the working directory. Data files (`data.source`, `data.val_source`, anything but
 `rlrun:arithmetic` and `hf:<name>`) always resolve so. A model (`model.path`, `model.tokenizer`,
 `reference.path`, `critic.model_path`, `distillation.teacher`) resolves so when it starts with
-`./` or `../` or names an existing folder there; otherwise it is left as written: a hub id
-such as `Qwen/Qwen2.5-0.5B-Instruct`, or a shipped `rlrun:` model. The resolved recipe
+`./` or `../` or names an existing folder there (so do reward models,
+`reward.functions[i].model`); otherwise it is left as written: a hub id such as
+`Qwen/Qwen2.5-0.5B-Instruct`, or a shipped `rlrun:` model. The resolved recipe
 (`resolved.yaml`) holds the absolute paths, so a run resumes from any directory.
 """
 
@@ -39,15 +40,19 @@ def anchor_paths(
     `base`, the folder of the file that wrote them (the working directory for overrides);
     `only` picks the keys to touch. Empty values and values of the wrong type are left for the
     schema to report."""
-    for key in (*DATA_PATH_KEYS, *MODEL_PATH_KEYS):
-        section = data.get(key[0])
-        value = section.get(key[1]) if isinstance(section, dict) else None
+    reward = data.get("reward")
+    functions = reward.get("functions") if isinstance(reward, dict) else None
+    reward_models = [
+        (("reward", "functions", index, "model"), entry)
+        for index, entry in enumerate(functions if isinstance(functions, list) else [])
+        if isinstance(entry, dict)
+    ]
+    sections = [(key, data.get(key[0])) for key in (*DATA_PATH_KEYS, *MODEL_PATH_KEYS)]
+    for key, section in [*sections, *reward_models]:
+        value = section.get(key[-1]) if isinstance(section, dict) else None
         if not only(key) or not isinstance(value, str) or not value:
             continue
-        if key in DATA_PATH_KEYS:
-            section[key[1]] = data_path(value, base)
-        else:
-            section[key[1]] = model_path(value, base)
+        section[key[-1]] = data_path(value, base) if key in DATA_PATH_KEYS else model_path(value, base)
 
 
 def data_path(value: str, base: Path) -> str:

@@ -12,6 +12,7 @@ from pathlib import Path
 from rlrun.components import registries
 from rlrun.embedded import embedded_model_names, is_gguf_path, missing_requirement
 from rlrun.errors import ConfigIssue, show_value
+from rlrun.recipes.inherit import display_path
 from rlrun.recipes.keys import KeyPath
 from rlrun.recipes.provenance import Provenance
 from rlrun.registry import Registry
@@ -232,7 +233,7 @@ def micro_batch_tokens_fit_a_row(recipe: Recipe, provenance: Provenance) -> Iter
 @error_rule
 def data_files_exist(recipe: Recipe, provenance: Provenance) -> Iterator[ConfigIssue]:
     from rlrun.data import DataError, check_data_file  # imports torch: not at start-up
-    from rlrun.data.sources import ARITHMETIC, FILE_SUFFIXES, is_split_source
+    from rlrun.data.sources import ARITHMETIC, FILE_SUFFIXES, is_split_source, missing_reader
 
     for key in ("source", "val_source"):
         source = getattr(recipe.data, key)
@@ -258,14 +259,14 @@ def data_files_exist(recipe: Recipe, provenance: Provenance) -> Iterator[ConfigI
                 found=show_value(source),
                 fix="correct the path",
             )
-        else:
+        elif missing_reader(source) is None:  # else: data_readers_installed says what to install
             try:
                 check_data_file(source, prompt_key=recipe.data.prompt_key, answer_key=recipe.data.answer_key)
             except DataError as err:
                 at_line = f", line {err.line}" if err.line is not None else ""
                 yield provenance.issue(
                     path,
-                    f"the data file {source}{at_line}: {err.reason}",
+                    f"the data file {display_path(Path(source))}{at_line}: {err.reason}",
                     code="data-unusable",
                     fix="correct the data file, or the data keys of the recipe",
                 )

@@ -40,9 +40,9 @@ class Data(Section):
     apply_chat_template: Literal["auto", True, False] = "auto"
     """Wrap each prompt in the tokenizer's chat template: true | false | auto = when the tokenizer has one"""
     system_prompt: str | None = None
-    """An instruction before every prompt: a chat model's system message (null = none)."""
+    """an instruction sent before every prompt (the system message), e.g. the answer format; null = none"""
     prompt_template: str = PROMPT_PLACEHOLDER
-    """Wraps each dataset prompt; must contain {prompt}, which the dataset's prompt replaces."""
+    """text around each dataset prompt; {prompt} marks where it goes (it must appear)"""
     max_prompt_tokens: PositiveInt = 64
     """Longest prompt in tokens; longer ones are handled by overlong_prompts."""
     overlong_prompts: Literal["drop", "truncate", "error"] = "drop"

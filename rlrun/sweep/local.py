@@ -1,7 +1,7 @@
 """Running a sweep's runs on this machine: several `rlrun train` processes at once, the CPU threads
 split between them and one GPU each when there are GPUs.
 
-Each run is its own process (`python -m rlrun.launch train ...`, the entry `accelerate launch`
+Each run is its own process (`python -m rlrun train ...`, the entry `accelerate launch`
 uses too), in its own session so that a Ctrl-C reaches it once, through this executor: the
 executor forwards SIGINT/SIGTERM/SIGHUP as one SIGINT (the trainer then finishes its step, saves
 a checkpoint and exits "interrupted"; a second signal stops it at once), waits for the runs and
@@ -25,7 +25,7 @@ from rlrun.sweep.plan import RunPlan, run_lock
 
 POLL_S = 0.2
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
-ENTRY = [sys.executable, "-m", "rlrun.launch"]  # rlrun.launch runs the rlrun CLI as `__main__`
+ENTRY = [sys.executable, "-m", "rlrun"]  # the rlrun CLI (rlrun/__main__.py)
 
 
 @dataclass(frozen=True)

@@ -143,17 +143,18 @@ def read_manifest(path: Path) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
-def plan_sweep(sweep: Sweep) -> SweepPlan:
+def plan_sweep(sweep: Sweep, environment: bool = True) -> SweepPlan:
     """Validate every run's recipe and find each run's state. Raises RecipeError with every
     problem, each naming the runs it concerns and located in the sweep file where it comes
-    from there."""
+    from there. `environment=False` skips the checks of this machine (vLLM, GPU), for runs that
+    train elsewhere (a cluster)."""
     problems: dict[ConfigIssue, list[str]] = {}
     loaded_runs: list[tuple[PlannedRun, str, LoadedRecipe]] = []
     all_runs = sweep.runs()
     for run in all_runs:
         recipe = recipe_ref(sweep, run.point.recipe.value)
         try:
-            loaded = load_recipe(recipe, run.overrides)
+            loaded = load_recipe(recipe, run.overrides, environment=environment)
         except RecipeError as exc:
             for issue in exc.issues:
                 problems.setdefault(_relocate(sweep, run, issue), []).append(run.name)
@@ -231,14 +232,10 @@ def _locate(
             file=str(path),
             fix="move it away, or give the sweep another `name:`",
         )
-    recorded = (
-        yaml.safe_load((path / "resolved.yaml").read_text()) if (path / "resolved.yaml").is_file() else {}
-    )
-    changed = [
-        key
-        for key in sorted(set(flatten(recorded or {})) | set(flatten(loaded.data)))
-        if flatten(recorded or {}).get(key) != flatten(loaded.data).get(key)
-    ]
+    resolved = path / "resolved.yaml"
+    recorded = flatten((yaml.safe_load(resolved.read_text()) if resolved.is_file() else None) or {})
+    planned = flatten(loaded.data)
+    changed = [key for key in sorted(set(recorded) | set(planned)) if recorded.get(key) != planned.get(key)]
     if changed:
         return plan, ConfigIssue(
             "the run's directory holds a run of another recipe (the sweep file or a recipe changed "

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -39,6 +40,8 @@ def _loading(path: str) -> Iterator[None]:
         yield
     except (OSError, ValueError) as exc:
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        if path.startswith(("/", ".", "~")) and not Path(path).expanduser().exists():
+            reason = "there is no such folder"  # (transformers would say it is a malformed hub id)
         issue = ConfigIssue(
             f"the model cannot be loaded: {reason}",
             code="model-load",

@@ -74,6 +74,7 @@ def check_run_name(name: str) -> None:
                     message="a run name is a single folder name inside trainer.output_dir",
                     key="--name",
                     code="run-name",
+                    override=f"--name {name}",
                     found=repr(name),
                     fix="drop the path from --name, or give the whole path with --run-dir",
                 )
@@ -130,7 +131,8 @@ class RunDir:
 
     path: Path
     lock: RunLock | None = None
-    created: bool = False  # this process made the directory (so may remove it again if unused)
+    # The directories this process made for the run, the run's own first (removed again if unused).
+    created: tuple[Path, ...] = ()
 
     @property
     def checkpoints(self) -> Path:
@@ -157,7 +159,7 @@ class RunDir:
                 "--overwrite never deletes the working directory or a directory above it",
                 "pick a run directory of its own with --name / --run-dir",
             )
-        created = not path.exists()
+        created = tuple(p for p in (path, *path.parents) if not p.exists())
         path.mkdir(parents=True, exist_ok=True)
         run = cls(path, lock=RunLock(path), created=created)
         try:
@@ -208,9 +210,15 @@ class RunDir:
 
     def discard_if_unused(self) -> None:
         """Remove the directory again if this process made it and nothing but the marker and
-        lock is in it (a run that failed before it started leaves nothing behind)."""
-        if self.created and self.path.is_dir() and {p.name for p in self.path.iterdir()} <= {MARKER, LOCK}:
+        lock is in it (a run that failed before it started leaves nothing behind), and the
+        then empty directories it made above it (`runs/`)."""
+        if not self.created or not self.path.is_dir():
+            return
+        if {p.name for p in self.path.iterdir()} <= {MARKER, LOCK}:
             shutil.rmtree(self.path, ignore_errors=True)
+            for parent in self.created[1:]:
+                if parent.is_dir() and not any(parent.iterdir()):
+                    parent.rmdir()
 
     def write_recipe(self, recipe_text: str, resolved: dict[str, Any], overrides: list[str]) -> None:
         (self.path / "recipe.yaml").write_text(recipe_text)

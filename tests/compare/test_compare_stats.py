@@ -131,6 +131,8 @@ def test_metric_selection_by_glob(two_runs):
         ("actor/ppo_kl", None),
         ("actor/grad_norm", None),
         ("response_length/mean", None),
+        ("val/response_length/mean", None),
+        ("val/reward/tiny-reward/mean", "higher"),
     ],
 )
 def test_better_direction(metric, direction):

@@ -117,3 +117,18 @@ def test_an_unset_variable_stays_as_written_and_is_reported_missing(write, only_
     monkeypatch.delenv("NO_SUCH_RLRUN_VAR", raising=False)
     issue = only_error(write("my.yaml", "extends: grpo\ndata:\n  source: $NO_SUCH_RLRUN_VAR/train.jsonl\n"))
     assert issue.code == "data-missing" and "$NO_SUCH_RLRUN_VAR/train.jsonl" in issue.found
+
+
+def test_a_reward_model_path_resolves_against_the_recipe_and_an_override_against_the_cwd(write, tmp_path):
+    for folder in (tmp_path / "exp" / "rm", tmp_path / "rm2"):  # a one-output classifier's config
+        folder.mkdir(parents=True)
+        (folder / "config.json").write_text(
+            '{"architectures": ["Qwen2ForSequenceClassification"], "num_labels": 1}'
+        )
+    recipe = write(
+        "exp/my.yaml", "extends: grpo\nreward:\n  functions:\n    - model: rm\n      weight: 1.0\n"
+    )
+    data = load_recipe(recipe, environment=False, import_modules=False).data
+    assert data["reward"]["functions"][0]["model"] == str(tmp_path / "exp" / "rm")
+    data = load_recipe(recipe, ["reward.functions.0.model=rm2"], environment=False, import_modules=False).data
+    assert data["reward"]["functions"][0]["model"] == str(tmp_path / "rm2")

@@ -227,7 +227,8 @@ def test_a_missing_reader_package_is_a_located_error_naming_the_extra(write, err
     # a recipe for another machine is checked alone
     assert load_recipe("r.yaml", environment=False).recipe.data.val_source == "hf:openai/gsm8k:main"
     with pytest.raises(
-        DataError, match=r"train.parquet: reading parquet needs the `pyarrow` package \(pip install"
+        DataError,
+        match=r"train.parquet.*reading parquet needs the `pyarrow` package \(pip install 'rlrun\[data\]'\)",
     ):
         load_file("train.parquet")
 
@@ -240,7 +241,7 @@ def test_embedded_model_names_are_checked(write, errors):
         ("unknown-model", "distillation.teacher", 5),
     ]
     assert issues[0].found == '"rlrun:tiny-bse"'
-    assert issues[0].fix == "name a shipped model, a local Hugging Face folder or a hub id"
+    assert issues[0].fix == "name a shipped model, a local Hugging Face folder, a .gguf file or a hub id"
 
 
 @pytest.mark.parametrize(

@@ -48,7 +48,7 @@ def rlrun() -> Callable[..., subprocess.CompletedProcess]:
     """`rlrun(*args, cwd=...)`: the CLI as a user runs it, a fresh process with its exit code and streams."""
 
     def run(*args: str, cwd: Path, timeout: float = 300) -> subprocess.CompletedProcess:
-        command = [sys.executable, "-m", "rlrun.launch", *args]
+        command = [sys.executable, "-m", "rlrun", *args]
         return subprocess.run(command, check=False, cwd=cwd, capture_output=True, text=True, timeout=timeout)
 
     return run

@@ -106,9 +106,9 @@ def test_the_readme_sweep_trains_every_run_compares_and_a_second_call_skips_them
 @pytest.mark.slow
 def test_a_killed_sweep_resumes_its_unfinished_runs(write_sweep, tmp_path, tiny):
     tiny.update({"trainer.total_steps": 6, "trainer.eval.every_steps": 0})
-    path = sweep_file(write_sweep, tmp_path, tiny, seeds=[0, 1])
+    path = sweep_file(write_sweep, tmp_path, tiny)
     first = tmp_path / "runs" / "s" / "default" / "seed-0"
-    command = [sys.executable, "-m", "rlrun.launch", "sweep", str(path), "--jobs", "1"]
+    command = [sys.executable, "-m", "rlrun", "sweep", str(path), "--jobs", "1"]
     sweep = subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 240
     while not (first / "checkpoints" / "step_000002").is_dir():
@@ -123,11 +123,10 @@ def test_a_killed_sweep_resumes_its_unfinished_runs(write_sweep, tmp_path, tiny)
         [*command[:-2]], cwd=tmp_path, capture_output=True, text=True, timeout=300, check=False
     )
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "1 to start, 1 to resume, 0 finished" in result.stdout
+    assert "0 to start, 1 to resume, 0 finished" in result.stdout
     resumed = meta(first)
     assert resumed["status"] == "finished" and len(resumed["resumes"]) == 1
     assert steps(first) == [0, 1, 2, 3, 4, 5, 6]  # step 0: the first evaluation; no step twice
-    assert meta(first.parent / "seed-1")["status"] == "finished"
 
 
 @pytest.mark.slow
@@ -138,7 +137,7 @@ def test_a_signal_to_the_sweep_stops_its_runs_with_a_checkpoint(write_sweep, tmp
     path = sweep_file(write_sweep, tmp_path, tiny)
     run_dir = tmp_path / "runs" / "s" / "default" / "seed-0"
     sweep = subprocess.Popen(
-        [sys.executable, "-m", "rlrun.launch", "sweep", str(path)],
+        [sys.executable, "-m", "rlrun", "sweep", str(path)],
         cwd=tmp_path,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

@@ -113,7 +113,7 @@ def _train(run_dir: Path, processes: int, steps: int, resume: bool = False) -> N
             "--run-dir",
             str(run_dir),
         ]
-    command = [sys.executable, "-m", "rlrun.launch", *command, "--num-processes", str(processes)]
+    command = [sys.executable, "-m", "rlrun", *command, "--num-processes", str(processes)]
     if processes > 1:
         command += ["--main-process-port", str(_free_port())]
     result = subprocess.run(command, env=ENV, capture_output=True, text=True, timeout=300, check=False)

@@ -35,7 +35,14 @@ class _TickingClock:
 
 def _fake_session(recipe):
     return SimpleNamespace(
-        accelerator=SimpleNamespace(is_main_process=True, process_index=0),
+        accelerator=SimpleNamespace(
+            is_main_process=True,
+            process_index=0,
+            num_processes=1,
+            distributed_type="NO",
+            device=torch.device("cpu"),
+            mixed_precision="no",
+        ),
         step=0,
         last_experience=None,
         unwrapped_policy=torch.nn.Linear(2, 2),
@@ -116,13 +123,13 @@ def _cli(*args: str) -> subprocess.Popen:
 
 
 def test_ctrl_c_while_starting_up_ends_quietly_and_leaves_nothing(tmp_path):
-    proc = _cli("train", "grpo", "--run-dir", str(tmp_path / "run"))
+    proc = _cli("train", "grpo", "trainer.total_steps=1", "--run-dir", str(tmp_path / "run"))
     maps = Path(f"/proc/{proc.pid}/maps")  # pydantic's library loads while the CLI module is imported
     while proc.poll() is None and "pydantic_core" not in maps.read_text():
         time.sleep(0.002)
     proc.send_signal(signal.SIGINT)  # within the first second of `rlrun train`
-    _, err = proc.communicate(timeout=60)
-    assert proc.returncode == 130 and "Traceback" not in err and "Interrupted before" in err
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 130 and "Traceback" not in err and "Interrupted before" in err, err
     assert not (tmp_path / "run").exists()
 
 
@@ -150,3 +157,15 @@ def test_sigterm_stops_a_real_run_cleanly_and_a_second_signal_promptly(tmp_path)
         if name == "once":
             assert saved == [f"step_{meta['final_step']:06d}"]
     assert time.monotonic() - sent < 10
+
+
+def test_a_run_that_fails_while_loading_leaves_no_directory(tmp_path):
+    def broken_model(recipe):
+        raise OSError("model.safetensors: no such file")
+
+    overrides = [f"trainer.output_dir={tmp_path / 'runs'}"]
+    with pytest.raises(OSError):
+        start_run(
+            load_recipe("dapo", overrides), RunOptions(name="x"), print, overrides, make_session=broken_model
+        )
+    assert list(tmp_path.iterdir()) == []

@@ -97,7 +97,7 @@ def test_eval_mistakes_exit_2_without_a_traceback(tmp_path):
     existing.write_text("{}")
     for args, says in [
         (["rlrun:no-such-model"], "unknown embedded model"),
-        ([str(tmp_path / "missing-dir")], "cannot load"),
+        ([str(tmp_path / "missing-dir")], "the model cannot be loaded: there is no such folder"),
         (["rlrun:tiny-base", "--reward", "rlrun:exact_mtch"], "unknown reward function"),
         (["rlrun:tiny-base", "--out", str(existing)], "exists"),
         (["rlrun:tiny-base", "--data", str(tmp_path / "none.jsonl")], "none.jsonl"),
