@@ -1,5 +1,10 @@
 """Stalls: most responses cut, or every reward 0, for STALL_STEPS steps in a row."""
 
+import pytest
+
+from rlrun.recipes import load_recipe
+from rlrun.training.loop import train
+from rlrun.training.run import RunOptions
 from rlrun.training.stalls import CUT_FRACTION, STALL_STEPS, find_stalls
 
 
@@ -33,3 +38,24 @@ def test_all_zero_scores_are_a_stall_but_a_constant_nonzero_score_is_not():
 
 def test_rows_without_the_metrics_raise_nothing():
     assert find_stalls([{"step": s, "val/accuracy": 0.0} for s in range(5)]) == []
+
+
+@pytest.mark.slow
+def test_training_warns_once_when_most_responses_are_cut_and_every_reward_is_0(tmp_path):
+    # One response token: every response is cut before `81` + EOS, and exact_match scores all 0.
+    overrides = [
+        "rollout.max_response_tokens=1",
+        "trainer.total_steps=4",
+        "trainer.prompts_per_step=2",
+        "rollout.n=2",
+        "actor.mini_batch_samples=4",
+        "actor.micro_batch_samples=4",
+        "trainer.eval.prompts=4",
+        "logging.console.enabled=false",
+    ]
+    said: list[str] = []
+    train(load_recipe("grpo", overrides), RunOptions(run_dir=tmp_path / "run"), say=said.append)
+    warnings = [line for line in said if line.startswith("Warning:")]
+    assert len(warnings) == 2  # each stall once, at step 3, not again at step 4
+    assert "most responses hit the length limit (3 steps from step 1" in warnings[0]
+    assert "every response scored 0 for 3 steps from step 1" in warnings[1]
