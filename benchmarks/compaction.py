@@ -1,0 +1,80 @@
+"""Generation with and without compaction (ended rows leaving the decode batch), side by side.
+
+The hf engine samples the same tokens either way (tests/rollout/test_hf_engine.py); this measures
+what compaction saves. Each pair of timings runs in A B B A order in one process, so a busy
+machine slows both sides alike; the ratio is off / on (above 1: compaction is faster).
+
+    python benchmarks/compaction.py [--model rlrun:smollm2-135m-instruct] [--pairs 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import torch
+
+from rlrun.embedded import resolve_model_path
+from rlrun.rollout import ROLLOUT_ENGINES, SamplingParams
+from rlrun.tasks.arithmetic import ArithmeticTask
+from rlrun.training.models import load_causal_lm, load_tokenizer
+
+OFF = 2.0  # compact_ended_fraction above 1: never compact
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--model", default="rlrun:tiny-base")
+    parser.add_argument("--prompts", type=int, default=8)
+    parser.add_argument("--n", type=int, default=4)
+    parser.add_argument("--max-tokens", type=int, default=64)
+    parser.add_argument("--pairs", type=int, default=2)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--chat", action="store_true", help="wrap prompts in the tokenizer's chat template")
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    tokenizer = load_tokenizer(args.model)
+    model = load_causal_lm(args.model, trainable=False)
+    texts = [
+        f"What is {r['prompt']}? Answer with only the number."
+        for r in ArithmeticTask(digits=2).validation(args.prompts)
+    ]
+    if args.chat:
+        texts = [
+            tokenizer.apply_chat_template(
+                [{"role": "user", "content": t}], tokenize=False, add_generation_prompt=True
+            )
+            for t in texts
+        ]
+    prompt_ids = tokenizer(texts, add_special_tokens=False)["input_ids"]
+    sampling = SamplingParams(n=args.n, max_tokens=args.max_tokens, seed=0)
+    engines = {
+        "on": ROLLOUT_ENGINES.get("hf")(model, tokenizer),
+        "off": ROLLOUT_ENGINES.get("hf")(model, tokenizer, compact_ended_fraction=OFF),
+    }
+    engines["on"].generate(prompt_ids, sampling)  # warm-up: first-call allocations and caches
+    times: dict[str, list[float]] = {"on": [], "off": []}
+    lengths = None
+    for _ in range(args.pairs):
+        for side in ("on", "off", "off", "on"):
+            start = time.perf_counter()
+            batch = engines[side].generate(prompt_ids, sampling)
+            times[side].append(time.perf_counter() - start)
+            lengths = batch.response_lengths.float()
+    print(
+        f"model {args.model} ({resolve_model_path(args.model)}), {args.prompts} prompts x {args.n}, "
+        f"max {args.max_tokens} tokens, {args.threads} thread(s), {args.pairs} ABBA pair(s)"
+    )
+    print(f"response length: mean {lengths.mean():.1f}, min {lengths.min():.0f}, max {lengths.max():.0f}")
+    for side, values in times.items():
+        print(
+            f"compaction {side:3}: median {statistics.median(values):.3f} s  ({', '.join(f'{v:.3f}' for v in values)})"
+        )
+    print(f"off / on: {statistics.median(times['off']) / statistics.median(times['on']):.2f}x")
+
+
+if __name__ == "__main__":
+    main()
