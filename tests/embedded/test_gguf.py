@@ -127,7 +127,7 @@ def test_validate_without_the_extra_exits_2_before_loading_a_model(tmp_path):
         check=False,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=600,  # validation alone takes seconds; a loaded CI machine can stretch it many times
         env={**os.environ, "RLRUN_CACHE": str(tmp_path / "cache")},
     )
     assert result.returncode == 2, result.stderr
