@@ -14,12 +14,19 @@ def main() -> None:
     # would be imported instead of torch; the CLI adds it back last (rlrun.cli.main).
     if sys.path and sys.path[0] in ("", os.getcwd()):
         del sys.path[0]
+    from rlrun import interrupt
+
+    interrupt.install()
     try:
         from rlrun.cli import app
 
         app(prog_name="rlrun")
-    except KeyboardInterrupt:
-        print("Interrupted before anything was written.", file=sys.stderr)
+    except BaseException:
+        if not interrupt.requested():
+            raise
+        # Ctrl-C before a run started (a run handles its own): said once here, however it surfaced
+        # (KeyboardInterrupt, typer's exit 130, or an error a library made of it)
+        print("Interrupted before the run started; nothing was written.", file=sys.stderr)
         sys.exit(INTERRUPTED)
 
 

@@ -24,6 +24,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from rlrun import interrupt
 from rlrun.errors import ConfigIssue, RecipeError
 from rlrun.recipes import LoadedRecipe, algorithm_summary, batch_plan, load_recipe
 
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
     from rlrun.convert.recipe import Conversion
     from rlrun.launch import Topology  # imports torch: only the commands that train load it
     from rlrun.sweep.plan import SweepPlan
+    from rlrun.training.run import RunOptions
 
 app = typer.Typer(
     name="rlrun",
@@ -556,9 +558,10 @@ def _resume(
     run_dir: Path, overrides: list[str], topology: Topology, accelerate_config: Path | None, profile: bool
 ) -> None:
     from rlrun.training.run import RunOptions
+    from rlrun.training.rundir import RESOLVED
 
     with user_errors():
-        loaded = load_recipe(run_dir / "resolved.yaml", overrides)
+        loaded = load_recipe(run_dir / RESOLVED, overrides)
     _relaunch_if_multi_process(loaded, topology, accelerate_config)
     _train(loaded, RunOptions(run_dir=run_dir, resume=True, profile=profile), overrides)
 
@@ -625,7 +628,7 @@ def export(
     console.print(f"[green]✓[/] exported: {exported}")
 
 
-def _train(loaded: LoadedRecipe, options: Any, overrides: list[str]) -> None:
+def _train(loaded: LoadedRecipe, options: RunOptions, overrides: list[str]) -> None:
     from rlrun.training.loop import train as run_training
 
     try:
@@ -634,11 +637,12 @@ def _train(loaded: LoadedRecipe, options: Any, overrides: list[str]) -> None:
     except typer.Exit:
         raise
     except KeyboardInterrupt:  # before the run started (a started run handles Ctrl-C itself)
-        err_console.print("Interrupted before the run started; no run directory was left behind.")
         raise typer.Exit(INTERRUPTED) from None
     except Exception as exc:  # a failed run: its directory says so; show the reason, not a traceback
         if os.environ.get("RLRUN_TRACEBACK"):
             raise
+        if interrupt.requested():  # Ctrl-C while loading, turned into another error by a library
+            raise typer.Exit(INTERRUPTED) from None
         err_console.print(f"[red]Training failed:[/] {type(exc).__name__}: {exc}")
         raise typer.Exit(RUN_FAILED) from None
     if run.status == "interrupted":

@@ -19,9 +19,10 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from rlrun.data.dataset import PromptDataset
-from rlrun.rewards import RewardFunction
+from rlrun.rewards import RewardCombiner
 from rlrun.rewards.answers import extract_answer, normalize_answer
 from rlrun.rollout.base import RolloutEngine, SamplingParams
+from rlrun.schema.reward import RewardFunction
 
 if TYPE_CHECKING:
     from rlrun.schema import Recipe
@@ -65,7 +66,7 @@ def evaluate(
     top_k: int = 0,
     seed: int | None = 0,
     limit: int | None = None,
-    reward: RewardFunction | None = None,
+    reward: RewardCombiner | None = None,
 ) -> EvalResult:
     """Score the first ``limit`` prompts of ``dataset`` (all when None) with ``k`` samples each."""
     if greedy and k != 1:
@@ -86,7 +87,7 @@ def evaluate(
     def repeat(column: list[Any]) -> list[Any]:  # one entry per response row (prompt-major)
         return [value for value in column for _ in range(k)]
 
-    reward = reward or RewardFunction([{"fn": "rlrun:exact_match"}])
+    reward = reward or RewardCombiner([RewardFunction(fn="rlrun:exact_match")])
     scored = reward(
         repeat(data.prompts),
         completions,
@@ -110,7 +111,7 @@ def evaluate(
 
 
 def evaluate_recipe(
-    engine: RolloutEngine, tokenizer: Any, dataset: PromptDataset, recipe: Recipe, reward: RewardFunction
+    engine: RolloutEngine, tokenizer: Any, dataset: PromptDataset, recipe: Recipe, reward: RewardCombiner
 ) -> EvalResult:
     """The evaluation ``recipe`` asks for: ``trainer.eval`` (prompts, k, greedy) with the
     rollout's response length and sampling settings, seeded by ``trainer.seed``."""

@@ -6,15 +6,17 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from rlrun.data import load_prompt_datasets
 from rlrun.embedded import resolve_model_path
 from rlrun.evaluation import evaluate
-from rlrun.rewards import RewardFunction
+from rlrun.rewards import RewardCombiner
 from rlrun.rollout import ROLLOUT_ENGINES
+from rlrun.schema.data import Data
+from rlrun.schema.reward import RewardFunction
 
 
 @pytest.fixture(scope="module")
 def setup():
     path = resolve_model_path("rlrun:tiny-base")
     model, tok = AutoModelForCausalLM.from_pretrained(path), AutoTokenizer.from_pretrained(path)
-    _, val = load_prompt_datasets({"source": "rlrun:arithmetic"}, tok)
+    _, val = load_prompt_datasets(Data.model_validate({"source": "rlrun:arithmetic"}), tok)
     return ROLLOUT_ENGINES.get("hf")(model, tok), tok, val
 
 
@@ -58,7 +60,9 @@ def test_sampled_evaluation_is_reproducible_under_a_seed(setup):
 
 def test_a_custom_reward_decides_correctness(setup):
     engine, tok, val = setup
-    always_wrong = RewardFunction([{"fn": "rlrun:exact_match", "weight": -1.0}, {"fn": "rlrun:math_answer"}])
+    always_wrong = RewardCombiner(
+        [RewardFunction(fn="rlrun:exact_match", weight=-1.0), RewardFunction(fn="rlrun:math_answer")]
+    )
     # acc follows the first function: exact_match > 0, whatever the weights
     custom, plain = (
         evaluate(engine, tok, val, limit=50, reward=always_wrong),

@@ -21,7 +21,7 @@ from rlrun.compare.groups import (
     seed_groups,
 )
 from rlrun.compare.health import HealthFlag, health_flags
-from rlrun.compare.runs import Run
+from rlrun.compare.runs import RunRecord
 from rlrun.compare.stats import MetricRow, Target, TargetHit, first_reaching, metric_rows, select_metrics
 
 # Metrics that move with the seed as much as with a change of setting (see the README's sweep).
@@ -39,7 +39,7 @@ class CompareOptions:
 
 @dataclass(frozen=True)
 class Comparison:
-    runs: list[Run]  # the reference first; cut at `options.at_step` if given
+    runs: list[RunRecord]  # the reference first; cut at `options.at_step` if given
     labels: list[str]  # unique display names
     options: CompareOptions
     incomparabilities: list[Incomparability]
@@ -63,7 +63,7 @@ class Comparison:
         return [group.label for group in self.groups]
 
 
-def compare(runs: Sequence[Run], options: CompareOptions = CompareOptions()) -> Comparison:
+def compare(runs: Sequence[RunRecord], options: CompareOptions = CompareOptions()) -> Comparison:
     """Compare `runs` against the first."""
     if not runs:
         raise ValueError("compare needs at least one run")
@@ -157,7 +157,7 @@ def setup_label(meta: dict[str, Any]) -> str:
     return ", ".join(part for part in parts if part)
 
 
-def header(run: Run, label: str) -> dict[str, Any]:
+def header(run: RunRecord, label: str) -> dict[str, Any]:
     """The facts of one run shown above the tables."""
     meta = run.meta
     return {

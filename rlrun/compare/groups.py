@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from rlrun.compare.intervals import Difference, Summary, summarize, welch
-from rlrun.compare.runs import RUN_FILES, Run
+from rlrun.compare.runs import RunRecord
 from rlrun.compare.stats import (
     Direction,
     Target,
@@ -25,6 +25,7 @@ from rlrun.compare.stats import (
     finite_series,
     first_reaching,
 )
+from rlrun.training.rundir import META, looks_like_run
 
 SEED_PATH = ("trainer", "seed")
 SWEEP_MANIFEST = "sweep.json"  # rlrun.sweep.plan.MANIFEST (compare does not import the sweep package)
@@ -71,10 +72,10 @@ def expand_sweep_folders(refs: Sequence[str], runs_dir: Path) -> list[str]:
     expanded: list[str] = []
     for ref in refs:
         folder = Path(ref) if Path(ref).is_dir() else runs_dir / ref
-        if not folder.is_dir() or any((folder / name).exists() for name in RUN_FILES):
+        if not folder.is_dir() or looks_like_run(folder):
             expanded.append(ref)
             continue
-        found = sorted(meta.parent for meta in folder.rglob("meta.json"))
+        found = sorted(meta.parent for meta in folder.rglob(META))
         order = {path: index for index, path in enumerate(_manifest_dirs(folder))}
         found.sort(key=lambda path: order.get(path, len(order)))
         expanded += [str(path) for path in found] or [ref]
@@ -89,7 +90,7 @@ def _manifest_dirs(folder: Path) -> list[Path]:
         return []
 
 
-def display_name(run: Run) -> str:
+def display_name(run: RunRecord) -> str:
     """A run's name, with its sweep point for a run of a sweep (`recipe=dapo/seed-0`, not `seed-0`)."""
     path = Path(run.source)
     if run.name == path.name and path.name.startswith("seed-"):
@@ -97,7 +98,7 @@ def display_name(run: Run) -> str:
     return run.name
 
 
-def seed_groups(runs: Sequence[Run], labels: Sequence[str]) -> list[SeedGroup]:
+def seed_groups(runs: Sequence[RunRecord], labels: Sequence[str]) -> list[SeedGroup]:
     """Group the runs by their resolved recipe without its seed, in order of first appearance. A run
     without a resolved recipe is a group of its own."""
     keys: dict[str, list[int]] = {}
@@ -121,13 +122,13 @@ def _without_seed(recipe: dict[str, Any]) -> str:
     return json.dumps(data, sort_keys=True, default=str)
 
 
-def _seeds(runs: Sequence[Run], members: list[int]) -> list[Any]:
+def _seeds(runs: Sequence[RunRecord], members: list[int]) -> list[Any]:
     return [
         ((runs[i].recipe or {}).get("trainer") or {}).get("seed", runs[i].meta.get("seed")) for i in members
     ]
 
 
-def _group_label(runs: list[Run], labels: list[str]) -> str:
+def _group_label(runs: list[RunRecord], labels: list[str]) -> str:
     """A sweep point's folder name (`recipe=dapo`), else the run's label (one run), else the first
     label and how many more."""
     if len(runs) == 1:
@@ -139,7 +140,7 @@ def _group_label(runs: list[Run], labels: list[str]) -> str:
 
 
 def group_metric_rows(
-    runs: Sequence[Run], groups: Sequence[SeedGroup], metrics: Sequence[str], last_k: int
+    runs: Sequence[RunRecord], groups: Sequence[SeedGroup], metrics: Sequence[str], last_k: int
 ) -> list[GroupMetricRow]:
     rows = []
     for metric in metrics:
@@ -190,7 +191,9 @@ def verdict(difference: Difference, n: int, reference_n: int, direction: Directi
     return f"not distinguishable from seed noise at {sizes}"
 
 
-def group_targets(runs: Sequence[Run], groups: Sequence[SeedGroup], target: Target) -> list[GroupTarget]:
+def group_targets(
+    runs: Sequence[RunRecord], groups: Sequence[SeedGroup], target: Target
+) -> list[GroupTarget]:
     result = []
     for group in groups:
         hits = [hit for i in group.members if (hit := first_reaching(runs[i], target)) is not None]

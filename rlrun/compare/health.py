@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
-from rlrun.compare.runs import Run
+from rlrun.compare.runs import RunRecord
 from rlrun.compare.stats import finite_series
 from rlrun.training.stalls import find_stalls
 
@@ -40,12 +40,12 @@ class HealthFlag:
     step: int | None  # where it first showed
 
 
-def health_flags(run: Run) -> list[HealthFlag]:
+def health_flags(run: RunRecord) -> list[HealthFlag]:
     """Every flag `run` raises, in check order."""
     return [flag for check in CHECKS if (flag := check(run)) is not None] + training_stalls(run)
 
 
-def non_finite(run: Run) -> HealthFlag | None:
+def non_finite(run: RunRecord) -> HealthFlag | None:
     bad: dict[str, list[int]] = {}
     for row in run.rows:
         for metric, value in row.items():
@@ -58,7 +58,7 @@ def non_finite(run: Run) -> HealthFlag | None:
     return HealthFlag("non-finite", "error", f"NaN/inf values from step {first}: {listed}", first)
 
 
-def entropy_collapse(run: Run) -> HealthFlag | None:
+def entropy_collapse(run: RunRecord) -> HealthFlag | None:
     trend = _trend(run, "actor/entropy")
     if trend is None:
         return None
@@ -73,7 +73,7 @@ def entropy_collapse(run: Run) -> HealthFlag | None:
     )
 
 
-def rising_clip_ratio(run: Run) -> HealthFlag | None:
+def rising_clip_ratio(run: RunRecord) -> HealthFlag | None:
     trend = _trend(run, "response_length/clip_ratio")
     if trend is None:
         return None
@@ -89,7 +89,7 @@ def rising_clip_ratio(run: Run) -> HealthFlag | None:
     )
 
 
-def zero_std_groups(run: Run) -> HealthFlag | None:
+def zero_std_groups(run: RunRecord) -> HealthFlag | None:
     points = finite_series(run, "frac_reward_zero_std")[-WINDOW:]
     if not points:
         return None
@@ -105,7 +105,7 @@ def zero_std_groups(run: Run) -> HealthFlag | None:
     )
 
 
-def grad_norm_spikes(run: Run) -> HealthFlag | None:
+def grad_norm_spikes(run: RunRecord) -> HealthFlag | None:
     points = finite_series(run, "actor/grad_norm")
     spikes = []
     fewest, most = GRAD_SPIKE_HISTORY
@@ -126,7 +126,7 @@ def grad_norm_spikes(run: Run) -> HealthFlag | None:
     )
 
 
-def skipped_updates(run: Run) -> HealthFlag | None:
+def skipped_updates(run: RunRecord) -> HealthFlag | None:
     points = next((p for name in SKIPPED_UPDATES if (p := finite_series(run, name))), [])  # cumulative
     if not points or points[-1][1] <= 0:
         return None
@@ -139,12 +139,12 @@ def skipped_updates(run: Run) -> HealthFlag | None:
     )
 
 
-def training_stalls(run: Run) -> list[HealthFlag]:
+def training_stalls(run: RunRecord) -> list[HealthFlag]:
     """The stalls `rlrun train` warns about (most responses cut, all-zero rewards): why a run did not learn."""
     return [HealthFlag(stall.check, "warning", stall.message, stall.step) for stall in find_stalls(run.rows)]
 
 
-def _trend(run: Run, metric: str) -> tuple[float, float, int] | None:
+def _trend(run: RunRecord, metric: str) -> tuple[float, float, int] | None:
     """(mean of the first values, mean of the last values, first step of the last values)."""
     points = finite_series(run, metric)
     if len(points) < MIN_TREND_POINTS:
@@ -159,7 +159,7 @@ OVEROPTIMISATION_ACC_DROP = 0.05  # accuracy below its best window by this much 
 # ...while the reward stayed at least where it was then: the two have come apart.
 
 
-def reward_up_accuracy_down(run: Run) -> HealthFlag | None:
+def reward_up_accuracy_down(run: RunRecord) -> HealthFlag | None:
     """Over-optimisation: the training reward (`critic/score/mean`, e.g. a learned reward
     model's score) holds or rises while the accuracy (`reward/acc/mean`, the rule's) falls from
     its best. When the reward is the accuracy (a rule reward alone) the two cannot part."""
@@ -186,7 +186,7 @@ def reward_up_accuracy_down(run: Run) -> HealthFlag | None:
     )
 
 
-CHECKS: tuple[Callable[[Run], HealthFlag | None], ...] = (
+CHECKS: tuple[Callable[[RunRecord], HealthFlag | None], ...] = (
     non_finite,
     entropy_collapse,
     rising_clip_ratio,

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rlrun.compare.runs import Run, load_run
+from rlrun.compare.runs import RunRecord, load_run
 from rlrun.compare.wandb_runs import load_wandb_run
 
 WANDB_PREFIX = "wandb:"
 
 
-def load_input(ref: str, runs_dir: Path | str = "runs") -> Run:
+def load_input(ref: str, runs_dir: Path | str = "runs") -> RunRecord:
     """The run `ref` names (W&B runs are fetched through wandb's public API)."""
     if ref.startswith(WANDB_PREFIX):
         return load_wandb_run(ref[len(WANDB_PREFIX) :])

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from rlrun.compare.groups import SeedGroup
 from rlrun.compare.intervals import summarize
-from rlrun.compare.runs import Run
+from rlrun.compare.runs import RunRecord
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -27,7 +27,7 @@ PANEL_SIZE_IN = (5.0, 3.4)
 
 
 def plot_runs(
-    runs: Sequence[Run],
+    runs: Sequence[RunRecord],
     labels: Sequence[str],
     metrics: Sequence[str],
     out: Path | str,
@@ -52,7 +52,7 @@ def plot_runs(
 
 
 def plot_groups(
-    runs: Sequence[Run],
+    runs: Sequence[RunRecord],
     groups: Sequence[SeedGroup],
     metrics: Sequence[str],
     out: Path | str,
@@ -76,7 +76,7 @@ def plot_groups(
 
 
 def mean_curve(
-    runs: Sequence[Run], metric: str, x: XAxis
+    runs: Sequence[RunRecord], metric: str, x: XAxis
 ) -> tuple[list[float], list[float], list[float], list[float]]:
     """(x, mean, low, high) at each step where every run has the metric and the x coordinate: x is
     the runs' mean x, low/high the t-interval of the mean (empty lists for a single run)."""
@@ -141,7 +141,7 @@ def _finish(
     return figure
 
 
-def curve(run: Run, metric: str, x: XAxis) -> tuple[list[float], list[float]]:
+def curve(run: RunRecord, metric: str, x: XAxis) -> tuple[list[float], list[float]]:
     """(x, y) of the finite values of `metric`; rows without the x coordinate are skipped."""
     key = X_KEYS[x]
     points = [(row[key], value) for row, value in run.series(metric) if key in row and math.isfinite(value)]

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from rlrun.compare.runs import Run
+from rlrun.compare.runs import RunRecord
 
 Direction = Literal["higher", "lower"] | None
 VALIDATION_PREFIX = "val/"
@@ -57,7 +57,7 @@ def better_direction(metric: str) -> Direction:
     return None
 
 
-def select_metrics(runs: Sequence[Run], patterns: Sequence[str] = ()) -> list[str]:
+def select_metrics(runs: Sequence[RunRecord], patterns: Sequence[str] = ()) -> list[str]:
     """Metric names for the table and plot.
 
     With patterns: every metric any run has that matches a glob, in pattern order; a plain
@@ -97,12 +97,12 @@ class MetricRow:
     runs: list[RunStats]  # in run order, the reference first
 
 
-def finite_series(run: Run, metric: str) -> list[tuple[int, float]]:
+def finite_series(run: RunRecord, metric: str) -> list[tuple[int, float]]:
     """(step, value) for each finite value of `metric` in `run`."""
     return [(int(row["step"]), value) for row, value in run.series(metric) if math.isfinite(value)]
 
 
-def metric_rows(runs: Sequence[Run], metrics: Sequence[str], last_k: int) -> list[MetricRow]:
+def metric_rows(runs: Sequence[RunRecord], metrics: Sequence[str], last_k: int) -> list[MetricRow]:
     """The metric table: each run's mean of the last k values it recorded for each metric."""
     rows = []
     for metric in metrics:
@@ -187,7 +187,7 @@ class TargetHit:
     wall_time_s: float | None
 
 
-def first_reaching(run: Run, target: Target) -> TargetHit | None:
+def first_reaching(run: RunRecord, target: Target) -> TargetHit | None:
     for row, value in run.series(target.metric):
         if math.isfinite(value) and (value >= target.value if target.op == ">=" else value <= target.value):
             return TargetHit(int(row["step"]), row.get("samples"), row.get("wall_time_s"))

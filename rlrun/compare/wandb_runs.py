@@ -1,14 +1,15 @@
 """W&B runs as compare inputs (`wandb:entity/project/run_id`), through wandb's public API.
 
 rlrun's wandb sink logs the resolved recipe as the run config and the same metric names as
-metrics.jsonl, so a W&B run maps onto a `Run` with W&B's own step and runtime as axes.
+metrics.jsonl, so a W&B run maps onto a `RunRecord` with W&B's own step and runtime as axes.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from rlrun.compare.runs import Run, RunReadError, fill_axis_defaults, parse_number
+from rlrun.compare.runs import RunReadError, RunRecord
+from rlrun.training.rundir import fill_axis_defaults, parse_number
 
 # W&B run states -> the statuses of meta.json
 _STATUS = {
@@ -21,7 +22,7 @@ _STATUS = {
 _HTTP_TIMEOUT_S = 15
 
 
-def load_wandb_run(path: str, api: Any = None) -> Run:
+def load_wandb_run(path: str, api: Any = None) -> RunRecord:
     """Fetch `entity/project/run_id`; `api` is a `wandb.Api` (made here when None)."""
     if path.count("/") != 2 or not all(path.split("/")):
         raise RunReadError(f"W&B runs are named wandb:entity/project/run_id, got wandb:{path}")
@@ -56,7 +57,9 @@ def load_wandb_run(path: str, api: Any = None) -> Run:
     }
     rows = [_row(record) for record in history]
     rows = [row for row in rows if row is not None]
-    return Run(wb_run.name, f"wandb:{path}", meta, config or None, sorted(rows, key=lambda r: r["step"]))
+    return RunRecord(
+        wb_run.name, f"wandb:{path}", meta, config or None, sorted(rows, key=lambda r: r["step"])
+    )
 
 
 def _row(record: dict[str, Any]) -> dict[str, float] | None:

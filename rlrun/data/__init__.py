@@ -3,35 +3,31 @@ Hugging Face datasets, tokenised once, with a resumable seeded sampler."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 from rlrun.data.dataset import LengthReport, PromptDataset, build_prompt_dataset, check_data_file, get_field
 from rlrun.data.padding import left_pad
 from rlrun.data.sampler import PromptSampler
-from rlrun.data.sources import ARITHMETIC, DataError, is_split_source, load_file, load_records
-from rlrun.schema.data import PROMPT_PLACEHOLDER
+from rlrun.data.sources import DataError, is_split_source, load_file, load_records
+from rlrun.schema.data import Data
 
 
-def load_prompt_datasets(
-    data: Mapping[str, Any], tokenizer: Any
-) -> tuple[PromptDataset, PromptDataset | None]:
-    """The train and validation datasets of a recipe's ``data`` section (a mapping).
+def load_prompt_datasets(data: Data, tokenizer: Any) -> tuple[PromptDataset, PromptDataset | None]:
+    """The train and validation datasets of a recipe's ``data`` section.
 
     Validation comes from ``val_source`` when set; otherwise from the generator's validation
     split, or a hub dataset's validation/test split; a local file alone has none (None).
     """
     options = {
-        "prompt_key": data.get("prompt_key", "prompt"),
-        "answer_key": data.get("answer_key", "answer"),
-        "apply_chat_template": data.get("apply_chat_template", "auto"),
-        "system_prompt": data.get("system_prompt"),
-        "prompt_template": data.get("prompt_template", PROMPT_PLACEHOLDER),
-        "max_prompt_tokens": data.get("max_prompt_tokens"),
-        "overlong": data.get("overlong_prompts", "drop"),
+        "prompt_key": data.prompt_key,
+        "answer_key": data.answer_key,
+        "apply_chat_template": data.apply_chat_template,
+        "system_prompt": data.system_prompt,
+        "prompt_template": data.prompt_template,
+        "max_prompt_tokens": data.max_prompt_tokens,
+        "overlong": data.overlong_prompts,
     }
-    source, val_source = data.get("source", ARITHMETIC), data.get("val_source")
-    arithmetic = data.get("arithmetic")
+    source, val_source, arithmetic = data.source, data.val_source, data.arithmetic
     train = build_prompt_dataset(load_records(source, "train", arithmetic), tokenizer, name=source, **options)
     if val_source is None and not is_split_source(source):
         return train, None

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import importlib.util
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from rlrun.errors import ConfigIssue, RecipeError
+from rlrun.schema.data import Arithmetic
 from rlrun.tasks.arithmetic import ArithmeticTask
 
 ARITHMETIC = "rlrun:arithmetic"
@@ -39,20 +40,17 @@ class DataError(RecipeError, ValueError):
         return DataError(self.where, self.reason, line=self.line, key=key)
 
 
-def load_records(
-    source: str, split: str, arithmetic: Mapping[str, Any] | None = None
-) -> list[dict[str, Any]] | None:
+def load_records(source: str, split: str, arithmetic: Arithmetic) -> list[dict[str, Any]] | None:
     """Records of ``split`` ("train" | "validation"); None when the source has no such split.
 
     ``rlrun:arithmetic`` uses the ``data.arithmetic`` settings; a file is one split by itself;
     ``hf:<name>[:<config>]`` loads ``train``, and for validation ``validation`` or ``test``.
     """
     if source == ARITHMETIC:
-        settings = dict(arithmetic or {})
-        sizes = {"train": settings.pop("train_size", 20000), "validation": settings.pop("val_size", 500)}
-        settings["operators"] = tuple(settings.get("operators", ("+",)))
-        task = ArithmeticTask(**settings)
-        return task.train(sizes["train"]) if split == "train" else task.validation(sizes["validation"])
+        task = ArithmeticTask(
+            digits=arithmetic.digits, operators=tuple(arithmetic.operators), seed=arithmetic.seed
+        )
+        return task.train(arithmetic.train_size) if split == "train" else task.validation(arithmetic.val_size)
     if source.startswith("hf:"):
         return _load_hub(source[3:], split)
     return load_file(source)

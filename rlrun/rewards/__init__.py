@@ -2,14 +2,14 @@
 ``pkg.module:function``, and their weighted combination (see ``combine`` for the signature)."""
 
 from rlrun.rewards import builtin  # noqa: F401  (registers the built-ins)
-from rlrun.rewards.combine import RewardError, RewardFunction, RewardOutput
+from rlrun.rewards.combine import RewardCombiner, RewardError, RewardOutput
 from rlrun.rewards.registry import REWARDS
 from rlrun.rewards.resolve import RewardSpecError, resolve_reward_fn, reward_name
 
 __all__ = [
     "REWARDS",
+    "RewardCombiner",
     "RewardError",
-    "RewardFunction",
     "RewardOutput",
     "RewardSpecError",
     "resolve_reward_fn",

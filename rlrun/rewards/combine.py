@@ -28,6 +28,7 @@ import torch
 from rlrun.rewards.resolve import resolve_reward_fn, reward_name
 from rlrun.rewards.reward_model import RewardModelScorer, reward_model_name
 from rlrun.rewards.styles import as_batch_reward
+from rlrun.schema.reward import RewardFunction, RewardModel
 
 
 class RewardError(RuntimeError):
@@ -49,37 +50,40 @@ class _Term:
     accepts: frozenset[str] | None  # extra field names it takes; None = all (**kwargs)
 
 
-class RewardFunction:
+class RewardCombiner:
     """Callable over a batch: ``(prompts, completions, ground_truths, **extra) -> RewardOutput``."""
 
     def __init__(
-        self, functions: Sequence[Mapping[str, Any]], *, answer_key: str = "answer", chat: bool = False
+        self,
+        functions: Sequence[RewardFunction | RewardModel],
+        *,
+        answer_key: str = "answer",
+        chat: bool = False,
     ):
-        """``functions``: the recipe's ``reward.functions``, each ``{"fn": spec, "weight": float}``
-        and optionally ``"style"`` and ``"kwargs"``, or a reward model's ``{"model": path,
-        "weight": float, ...}``; ``answer_key`` (``data.answer_key``) and ``chat`` (the prompts
-        are chat messages) shape the arguments of TRL-style functions."""
+        """``functions``: the recipe's ``reward.functions`` (functions and reward models);
+        ``answer_key`` (``data.answer_key``) and ``chat`` (the prompts are chat messages) shape
+        the arguments of TRL-style functions."""
         if not functions:
             raise ValueError("at least one reward function is needed")
         self.terms: list[_Term] = []
         for entry in functions:
-            if "model" in entry:
+            if isinstance(entry, RewardModel):
                 fn, name = RewardModelScorer(entry), reward_model_name(entry)
             else:
                 fn = as_batch_reward(
-                    resolve_reward_fn(entry["fn"]),
-                    entry.get("style", "auto"),
-                    kwargs=entry.get("kwargs"),
+                    resolve_reward_fn(entry.fn),
+                    entry.style,
+                    kwargs=entry.kwargs,
                     answer_key=answer_key,
                     chat=chat,
                 )
-                name = reward_name(entry["fn"])
+                name = reward_name(entry.fn)
             base = name
             copies = 1
             while name in self.names:  # the same function twice: exact_match, exact_match_2, ...
                 copies += 1
                 name = f"{base}_{copies}"
-            self.terms.append(_Term(name, fn, float(entry.get("weight", 1.0)), _accepted_fields(fn)))
+            self.terms.append(_Term(name, fn, entry.weight, _accepted_fields(fn)))
 
     @property
     def names(self) -> list[str]:

@@ -28,13 +28,14 @@ from typing import Any
 import torch
 
 from rlrun.embedded import resolve_model_path
+from rlrun.schema.reward import RewardModel
 from rlrun.training.models import DTYPES, dtype_argument
 
 
-def reward_model_name(entry: Mapping[str, Any]) -> str:
+def reward_model_name(entry: RewardModel) -> str:
     """The name a reward model is logged under: its ``name``, else the last part of its path
     (``rlrun:tiny-reward`` -> ``tiny-reward``, ``org/rm-7b`` -> ``rm-7b``)."""
-    return entry.get("name") or entry["model"].rstrip("/").rpartition("/")[2].rpartition(":")[2]
+    return entry.name or entry.model.rstrip("/").rpartition("/")[2].rpartition(":")[2]
 
 
 def local_config(model: str) -> dict[str, Any] | None:
@@ -74,31 +75,31 @@ def check_config(config: Mapping[str, Any], label: int | str | None) -> str | No
 class RewardModelScorer:
     """The reward function of one ``RewardModel`` entry: ``(prompts, completions, ...) -> scores``."""
 
-    def __init__(self, entry: Mapping[str, Any]):
+    def __init__(self, entry: RewardModel):
         from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-        path = resolve_model_path(entry["model"])
-        remote = bool(entry.get("trust_remote_code", False))
+        path = resolve_model_path(entry.model)
+        remote = entry.trust_remote_code
         self.tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=remote)
         self.tokenizer.padding_side = "right"  # positions as in an unpadded forward
         self.tokenizer.truncation_side = "left"
         if self.tokenizer.pad_token_id is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
-        dtype = DTYPES[entry.get("dtype", "float32")]
+        dtype = DTYPES[entry.dtype]
         model = AutoModelForSequenceClassification.from_pretrained(
             path, **dtype_argument(dtype), trust_remote_code=remote
         )
-        problem = check_config(model.config.to_dict(), entry.get("label"))
+        problem = check_config(model.config.to_dict(), entry.label)
         if problem:
-            raise ValueError(f"reward model {entry['model']!r}: {problem}")
+            raise ValueError(f"reward model {entry.model!r}: {problem}")
         if model.config.pad_token_id is None:  # the classifier finds each row's end by the pad id
             model.config.pad_token_id = self.tokenizer.pad_token_id
-        self.model = model.requires_grad_(False).eval().to(_device(entry.get("device", "auto")))
-        label = entry.get("label")
+        self.model = model.requires_grad_(False).eval().to(_device(entry.device))
+        label = entry.label
         self.label = model.config.label2id[label] if isinstance(label, str) else int(label or 0)
-        self.probability = entry.get("score", "logit") == "probability"
-        self.shift, self.scale = float(entry.get("shift", 0.0)), float(entry.get("scale", 1.0))
-        self.batch_size, self.max_tokens = int(entry.get("batch_size", 32)), entry.get("max_tokens")
+        self.probability = entry.score == "probability"
+        self.shift, self.scale = entry.shift, entry.scale
+        self.batch_size, self.max_tokens = entry.batch_size, entry.max_tokens
         self.templated = bool(getattr(self.tokenizer, "chat_template", None))
 
     def text(self, prompt: str, completion: str) -> str:

@@ -41,7 +41,7 @@ import os
 import socket
 import sys
 import warnings
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,6 +50,7 @@ import torch.distributed as dist
 from packaging.version import Version
 
 from rlrun.rollout.base import FINISH_LENGTH, FINISH_STOP, RolloutBatch, SamplingParams
+from rlrun.schema.rollout import Vllm
 
 SUPPORTED_VLLM = ">=0.30,<0.33"  # keep in step with the `vllm` extra in pyproject.toml
 MIN_VLLM = Version("0.30")
@@ -94,19 +95,18 @@ class VLLMRolloutEngine:
         tokenizer: Any,
         *,
         max_batch_samples: int = 1024,
-        vllm: Mapping[str, Any] | None = None,
+        vllm: Vllm | None = None,
         max_model_len: int | None = None,
     ):
         """Build the engine on ``model``'s architecture and give it ``model``'s weights.
 
-        ``vllm`` holds the recipe's ``rollout.vllm`` keys (``gpu_memory_utilization``,
-        ``tensor_parallel_size``, ``enable_sleep_mode``); ``max_batch_samples`` caps the
+        ``vllm`` is the recipe's ``rollout.vllm`` (None: its defaults); ``max_batch_samples`` caps the
         sequences vLLM runs at once; ``max_model_len`` (prompt + response tokens) defaults to
         the model's context length.
         """
         _require_vllm()
-        options = dict(vllm or {})
-        self._sleep_mode = bool(options.pop("enable_sleep_mode", False))
+        settings = vllm or Vllm()
+        self._sleep_mode = settings.enable_sleep_mode
         self.model = model
         self._setup(
             model_path=_model_path(model),
@@ -115,7 +115,8 @@ class VLLMRolloutEngine:
             load_format="dummy",
             max_batch_samples=max_batch_samples,
             max_model_len=max_model_len,
-            **options,
+            gpu_memory_utilization=settings.gpu_memory_utilization,
+            tensor_parallel_size=settings.tensor_parallel_size,
         )
         self._asleep = False
         self.sync_weights(model)
@@ -129,8 +130,8 @@ class VLLMRolloutEngine:
         load_format: str,
         max_batch_samples: int,
         max_model_len: int | None,
-        gpu_memory_utilization: float = 0.5,
-        tensor_parallel_size: int = 1,
+        gpu_memory_utilization: float,
+        tensor_parallel_size: int,
     ) -> None:
         from vllm import LLM
 

@@ -25,7 +25,7 @@ from rlrun.compare.runs import load_run
 from rlrun.errors import ConfigIssue, RecipeError
 from rlrun.recipes import LoadedRecipe, batch_plan, load_recipe
 from rlrun.sweep.spec import RECIPE_KEY, PlannedRun, Sweep
-from rlrun.training.rundir import now_iso, write_json_atomic
+from rlrun.training.rundir import RESOLVED, holds_run, now_iso, write_json_atomic
 
 MANIFEST = "sweep.json"
 RunState = Literal["new", "resume", "finished", "running"]
@@ -67,7 +67,7 @@ class RunPlan:
     def argv(self) -> list[str]:
         """The `rlrun` command line that trains this run from where it stands now: a run that has
         started (meta.json written) resumes from its latest checkpoint, any other starts."""
-        if (self.dir / "meta.json").is_file():
+        if holds_run(self.dir):
             return ["resume", str(self.dir.resolve())]
         return self.train_argv()
 
@@ -225,14 +225,14 @@ def _locate(
     plan = RunPlan(run, recipe, loaded, path, "new", 0, None)
     if not path.exists() or (path.is_dir() and not any(path.iterdir())):
         return plan, None
-    if not (path / "meta.json").is_file():
+    if not holds_run(path):
         return plan, ConfigIssue(
             "the run's directory exists but holds no rlrun run (no meta.json); a sweep never deletes it",
             code="run-dir",
             file=str(path),
             fix="move it away, or give the sweep another `name:`",
         )
-    resolved = path / "resolved.yaml"
+    resolved = path / RESOLVED
     recorded = flatten((yaml.safe_load(resolved.read_text()) if resolved.is_file() else None) or {})
     planned = flatten(loaded.data)
     changed = [key for key in sorted(set(recorded) | set(planned)) if recorded.get(key) != planned.get(key)]

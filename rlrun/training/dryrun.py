@@ -43,7 +43,7 @@ def dry_run(recipe: Recipe) -> dict[str, Any]:
     start = time.perf_counter()
     session = Session(tiny_batch(recipe))
     loaded_s = time.perf_counter() - start
-    metrics = training_step(session, 1)
+    metrics, _ = training_step(session, 1)
     timings = {k.removeprefix("timing_s/"): v for k, v in metrics.items() if k.startswith("timing_s/")}
     return {
         "load_s": loaded_s,

@@ -16,7 +16,7 @@ import torch
 
 from rlrun.algorithms.reward_shaping import group_filter, overlong_penalty
 from rlrun.data import PromptDataset, PromptSampler
-from rlrun.rewards import RewardFunction, RewardOutput
+from rlrun.rewards import RewardCombiner, RewardOutput
 from rlrun.rollout import FINISH_LENGTH, RolloutEngine, SamplingParams
 from rlrun.schema.algorithm import GroupFilter
 from rlrun.schema.reward import OverlongShaping
@@ -61,7 +61,7 @@ class ExperienceCollector:
         tokenizer: Any,
         dataset: PromptDataset,
         sampler: PromptSampler,
-        reward_fn: RewardFunction,
+        reward_fn: RewardCombiner,
         sampling: SamplingParams,
         overlong: OverlongShaping,
         group_filter: GroupFilter,
@@ -76,12 +76,12 @@ class ExperienceCollector:
         self.rank, self.world = rank, world  # data parallelism: each process takes its share of the prompts
         self.everywhere = everywhere  # True on every process when true on all of them (a collective)
         self.frac_zero_std = 0.0  # of the last collection, before any filtering
-        self.timer = Timer()  # the loop hands in each step's own, to time "gen" and "reward"
 
-    def collect(self, num_prompts: int, seed: int) -> tuple[Experience, int]:
+    def collect(self, num_prompts: int, seed: int, *, timer: Timer) -> tuple[Experience, int]:
         """`num_prompts` groups (this process's share) of `sampling.n` scored responses and the number of generation
         batches it took. With dynamic sampling only informative groups (metric not constant
-        within the group) are kept, and more prompts are drawn until there are enough."""
+        within the group) are kept, and more prompts are drawn until there are enough.
+        Generating and scoring add to `timer`'s "gen" and "reward" phases."""
         limit = self.group_filter.max_num_gen_batches if self.group_filter.enabled else 1
         kept: list[Experience] = []
         have = 0
@@ -100,7 +100,9 @@ class ExperienceCollector:
             if have >= num_prompts:
                 continue
             mine = drawn[self.rank * num_prompts : (self.rank + 1) * num_prompts]
-            exp = self.generate(mine, self.sampling, seed=seed + (gen_batches - 1) * self.world + self.rank)
+            exp = self.generate(
+                mine, self.sampling, seed=seed + (gen_batches - 1) * self.world + self.rank, timer=timer
+            )
             informative = self._informative(exp)
             if gen_batches == 1:
                 self.frac_zero_std = 1.0 - informative.float().mean().item()
@@ -111,13 +113,15 @@ class ExperienceCollector:
         exp = concat(kept)
         return (select_groups(exp, torch.arange(num_prompts)) if have > num_prompts else exp), gen_batches
 
-    def generate(self, prompts: list[int], sampling: SamplingParams, seed: int | None = None) -> Experience:
+    def generate(
+        self, prompts: list[int], sampling: SamplingParams, seed: int | None = None, *, timer: Timer
+    ) -> Experience:
         """Sample and score `sampling.n` responses for each of the dataset's rows `prompts`."""
         data = self.dataset.take(prompts)
-        with self.timer("gen"):
+        with timer("gen"):
             rollout = self.engine.generate(data.prompt_ids, replace(sampling, seed=seed))
         n = sampling.n
-        with self.timer("reward"):
+        with timer("reward"):
             completions = self.tokenizer.batch_decode(rollout.response_ids, skip_special_tokens=True)
             repeat = partial(_repeat, n=n)  # prompt-major rows
             reward = self.reward_fn(

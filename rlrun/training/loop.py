@@ -44,6 +44,7 @@ from rlrun.algorithms.value_loss import compute_value_loss
 from rlrun.recipes import LoadedRecipe
 from rlrun.training.batching import MiniBatch, UpdateMetrics, plan_minibatches
 from rlrun.training.distributed import global_advantages
+from rlrun.training.experience import Experience
 from rlrun.training.metrics import across_processes, batch_metrics
 from rlrun.training.profiling import Timer, profiled_steps
 from rlrun.training.run import Run, RunOptions, start_run
@@ -85,7 +86,7 @@ def train(
         norm = weight_norm(s.unwrapped_policy)
         for step in range(s.step + 1, total + 1):
             try:
-                metrics = training_step(s, step)
+                metrics, experience = training_step(s, step)
             except RuntimeError as exc:  # sampling from a policy that broke without being caught
                 if _SAMPLING_NON_FINITE not in str(exc):
                     raise
@@ -93,14 +94,12 @@ def train(
                 raise NonFiniteModel(
                     broken_model_message(problem, step, s.scheduler.get_last_lr()[0])
                 ) from exc
-            norm = check_policy_health(
-                s, s.last_experience.seq, step, lr=metrics["actor/lr"], norm_before=norm
-            )
+            norm = check_policy_health(s, experience.seq, step, lr=metrics["actor/lr"], norm_before=norm)
             step_done()
             s.step = step
             if run.eval_due(step):
                 metrics |= s.evaluate()
-            run.log(step, metrics)
+            run.log(step, metrics, experience)
             if run.checkpoint_due(step):
                 run.checkpoint()
             if run.stop_requested:  # Ctrl-C: the step is complete, the run stops here
@@ -108,20 +107,21 @@ def train(
     return run
 
 
-def training_step(s: Session, step: int) -> dict[str, float]:
-    """One step of the algorithm (rollout → advantages → updates); returns its metrics."""
+def training_step(s: Session, step: int) -> tuple[dict[str, float], Experience]:
+    """One step of the algorithm (rollout → advantages → updates); returns its metrics and the
+    experience it trained on."""
     r, needs = s.recipe, s.needs
     timer = Timer()
     with timer("step"):
-        s.collector.timer = timer
         exp, gen_batches = s.collector.collect(
             r.trainer.prompts_per_step // s.accelerator.num_processes,
             step_seed(r.trainer.seed, step, GEN_STREAM),
+            timer=timer,
         )
         seq, mask = exp.seq, exp.seq.response_mask
         baselines = None
         if needs.greedy_baseline:  # ReMax: the reward of one greedy response per prompt
-            greedy = s.collector.generate(exp.prompts, replace(s.sampling, n=1, greedy=True))
+            greedy = s.collector.generate(exp.prompts, replace(s.sampling, n=1, greedy=True), timer=timer)
             baselines = greedy.scores.repeat_interleave(exp.n)
 
         forward = partial(
@@ -230,11 +230,10 @@ def training_step(s: Session, step: int) -> dict[str, float]:
     dp = s.accelerator.num_processes
     s.samples_seen += exp.num_rows * dp  # every process trains on an equal share
     metrics["samples"] = s.samples_seen
-    s.last_experience = exp
     metrics = {k: float(v) for k, v in metrics.items()}
     if dp == 1:
-        return metrics
-    return across_processes(metrics, lambda x, op: s.accelerator.reduce(x, reduction=op), dp)
+        return metrics, exp
+    return across_processes(metrics, lambda x, op: s.accelerator.reduce(x, reduction=op), dp), exp
 
 
 def weight_norm(model: torch.nn.Module) -> float:

@@ -6,7 +6,6 @@ Only the main process touches the disk or W&B; every process builds the same `Se
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import socket
@@ -24,13 +23,24 @@ import torch
 import yaml
 from accelerate import PartialState
 
+from rlrun import interrupt
 from rlrun.errors import RecipeError
 from rlrun.recipes import LoadedRecipe, algorithm_summary
 from rlrun.training import checkpoint as ckpt
 from rlrun.training.allocator import keep_freed_memory
+from rlrun.training.experience import Experience
 from rlrun.training.metrics import sample_rows
-from rlrun.training.rundir import RunDir, check_run_name, git_state, now_iso, package_versions, run_setup
-from rlrun.training.session import Session, locked_changes, on_cpu
+from rlrun.training.rundir import (
+    RESOLVED,
+    RunDir,
+    check_run_name,
+    git_state,
+    now_iso,
+    package_versions,
+    run_setup,
+    wall_time_at,
+)
+from rlrun.training.session import Session, TrainState, locked_changes, on_cpu
 from rlrun.training.sinks import ConsoleSink, JsonlSink, MetricsLogger, SamplesSink, Say, Sink, WandbSink
 from rlrun.training.stalls import STALL_STEPS, find_stalls
 
@@ -87,7 +97,7 @@ def slow_step_note(step: int, seconds: float, earlier: list[float]) -> str | Non
 
 def check_resume(run_dir: Path, loaded: LoadedRecipe) -> None:
     """Refuse, before any model loads, a resume that would change the model, tokenizer or data."""
-    resolved = run_dir / "resolved.yaml"
+    resolved = run_dir / RESOLVED
     if resolved.is_file():
         issues = locked_changes(yaml.safe_load(resolved.read_text()), loaded.data)
         if issues:
@@ -105,6 +115,7 @@ class Run:
         say: Say,
         overrides: list[str],
         directory: RunDir | None = None,  # the claimed (locked) directory, on the main process
+        resumed: TrainState | None = None,  # the checkpoint's state the session was resumed from
     ):
         self.recipe, self.session, self.say = loaded.recipe, session, say
         self.main = session.accelerator.is_main_process
@@ -114,23 +125,17 @@ class Run:
         self.start_wall = 0.0
         self.stop_requested = False
         self.step_seconds: list[float] = []  # this invocation's step times, for the slow-step note
-        resume_from = None
-        if options.resume:
-            ckpt.remove_partial_checkpoints(self.dir.checkpoints)
-            resume_from = ckpt.latest_intact_checkpoint(self.dir.checkpoints, warn=say)
         wandb_id = None
-        if resume_from is not None:
-            state = session.load_checkpoint(resume_from)
-            wandb_id = state["wandb_run_id"]
-            self.start_wall = _wall_time_at(self.dir.metrics_file, session.step)
-            say(f"Resuming {path} from {resume_from.name} (step {session.step}).")
+        if resumed is not None:
+            wandb_id = resumed.wandb_run_id
+            self.start_wall = wall_time_at(self.dir.metrics_file, session.step)
         self.sinks: list[Sink] = []
         if self.main:
             meta = self.dir.read_meta() if options.resume else self._new_meta(loaded, overrides)
             if not options.resume:
                 self.dir.write_recipe(loaded.source_path.read_text(), loaded.data, overrides)
             # On resume the logs are cut back to the checkpoint (all of them when there was none).
-            resume_step = (session.step if resume_from is not None else -1) if options.resume else None
+            resume_step = (session.step if resumed is not None else -1) if options.resume else None
             self.sinks = self._sinks(loaded, wandb_id, resume_step=resume_step)
             meta.update(
                 status="running",
@@ -225,7 +230,9 @@ class Run:
         every = self.recipe.trainer.checkpoint.every_steps
         return step == self.recipe.trainer.total_steps or (every > 0 and step % every == 0)
 
-    def log(self, step: int, metrics: dict[str, float]) -> None:
+    def log(self, step: int, metrics: dict[str, float], experience: Experience | None = None) -> None:
+        """Write a step's metrics (and, every `logging.samples_every_steps`, some of the
+        completions of `experience`, the step's rollouts)."""
         if not self.main:
             return
         self.logger.log(step, metrics)
@@ -241,9 +248,8 @@ class Run:
                 self.stalls_reported.add(stall.check)
                 self.say(f"Warning: {stall.message}.")
         every = self.recipe.logging.samples_every_steps
-        exp = self.session.last_experience
-        if every and exp is not None and step % every == 0:
-            self.logger.log_samples(step, sample_rows(exp, self.session.train_data, SAMPLES_PER_LOG))
+        if every and experience is not None and step % every == 0:
+            self.logger.log_samples(step, sample_rows(experience, self.session.train_data, SAMPLES_PER_LOG))
 
     def checkpoint(self) -> None:
         self.session.save_checkpoint(self.dir.checkpoints, self._wandb_id())
@@ -298,18 +304,16 @@ class Run:
         self.status = status
 
 
-def _wall_time_at(metrics_file: Path, step: int) -> float:
-    """The run's wall time when `step` was logged (0 if unknown), so a resumed run keeps counting."""
-    wall = 0.0
-    if metrics_file.exists():
-        for line in metrics_file.read_text().splitlines():
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            if record.get("step", -1) <= step:
-                wall = record.get("wall_time_s", wall)
-    return wall
+def resume_session(session: Session, run_dir: RunDir, say: Say) -> TrainState | None:
+    """Restore `session` from the run's latest intact checkpoint (partial ones are removed first);
+    None when there is none, and the run starts from the beginning."""
+    ckpt.remove_partial_checkpoints(run_dir.checkpoints)
+    latest = ckpt.latest_intact_checkpoint(run_dir.checkpoints, warn=say)
+    if latest is None:
+        return None
+    resumed = session.load_checkpoint(latest)
+    say(f"Resuming {run_dir.path} from {latest.name} (step {session.step}).")
+    return resumed
 
 
 def start_run(
@@ -317,7 +321,7 @@ def start_run(
     options: RunOptions,
     say: Say,
     overrides: list[str],
-    make_session: Callable[[Any], Session] = Session,
+    make_session: Callable[..., Session] = Session,
 ) -> Run:
     """Claim the run directory (refusing to reuse one without --resume / --overwrite), then
     build the session and resume it from the latest checkpoint when asked."""
@@ -336,14 +340,16 @@ def start_run(
     try:
         state.wait_for_everyone()
         keep_freed_memory()  # every step re-allocates the same buffers: reuse them, don't re-fault them
-        session = make_session(loaded.recipe)
-        session.warn = say
+        session = make_session(loaded.recipe, warn=say)
+        if interrupt.requested():  # Ctrl-C while loading, its KeyboardInterrupt lost in a library
+            raise KeyboardInterrupt
         if on_cpu(loaded.recipe):
             parameters = sum(p.numel() for p in session.unwrapped_policy.parameters())
             threads = cpu_threads_for(parameters, os.environ)
             if threads is not None:
                 torch.set_num_threads(threads)
-        return Run(loaded, options, session, say, overrides, directory)
+        resumed = resume_session(session, directory or RunDir(path), say) if options.resume else None
+        return Run(loaded, options, session, say, overrides, directory, resumed)
     except BaseException:
         if directory is not None:  # a run that never started leaves no directory behind
             directory.release()

@@ -1,4 +1,6 @@
 """The run directory: everything one run leaves behind, and its `meta.json` status record.
+This module is the one place that knows the directory's file names and how `metrics.jsonl` is
+read and cut back; `rlrun compare` reads runs through it.
 
 Layout (docs/architecture.md): `recipe.yaml` (as given), `resolved.yaml`, `overrides.json`,
 `meta.json`, `metrics.jsonl`, `samples.jsonl`, `checkpoints/`. A new run never writes into
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import fcntl
 import json
+import math
 import os
 import platform
 import shutil
@@ -31,15 +34,29 @@ import yaml
 
 from rlrun.errors import ConfigIssue, RecipeError
 
+RECIPE = "recipe.yaml"  # the recipe as given
+RESOLVED = "resolved.yaml"  # the recipe with defaults and overrides filled in
+OVERRIDES = "overrides.json"
 META = "meta.json"
+METRICS = "metrics.jsonl"
+SAMPLES = "samples.jsonl"
+CHECKPOINTS = "checkpoints"
 MARKER = ".rlrun-run"  # written into every directory rlrun creates for a run
 LOCK = ".rlrun-lock"  # held (flock) while a process trains in the directory; holds "pid host"
 # Everything a run writes at its top level: --overwrite deletes a directory holding nothing else.
 RUN_LAYOUT = frozenset(
-    {MARKER, LOCK, META, "recipe.yaml", "resolved.yaml", "overrides.json", "metrics.jsonl",
-     "samples.jsonl", "checkpoints", "profile", "wandb"}
-)  # fmt: skip
+    {MARKER, LOCK, META, RECIPE, RESOLVED, OVERRIDES, METRICS, SAMPLES, CHECKPOINTS, "profile", "wandb"}
+)
 STATUSES = ("running", "finished", "failed", "interrupted")
+AXIS_KEYS = ("step", "wall_time_s", "samples")  # per-row coordinates of metrics.jsonl, not metrics
+_NON_FINITE = {
+    "nan": math.nan,
+    "inf": math.inf,
+    "+inf": math.inf,
+    "infinity": math.inf,
+    "-inf": -math.inf,
+    "-infinity": -math.inf,
+}
 
 
 def now_iso() -> str:
@@ -136,15 +153,15 @@ class RunDir:
 
     @property
     def checkpoints(self) -> Path:
-        return self.path / "checkpoints"
+        return self.path / CHECKPOINTS
 
     @property
     def metrics_file(self) -> Path:
-        return self.path / "metrics.jsonl"
+        return self.path / METRICS
 
     @property
     def samples_file(self) -> Path:
-        return self.path / "samples.jsonl"
+        return self.path / SAMPLES
 
     @classmethod
     def open(cls, path: Path, *, resume: bool = False, overwrite: bool = False) -> RunDir:
@@ -173,7 +190,7 @@ class RunDir:
     def _claim(self, *, resume: bool, overwrite: bool) -> None:
         path = self.path
         entries = [p for p in path.iterdir() if p.name != LOCK]
-        is_run = (path / META).is_file()
+        is_run = holds_run(path)
         if resume:
             if not is_run:
                 raise _refuse(
@@ -221,9 +238,9 @@ class RunDir:
                     parent.rmdir()
 
     def write_recipe(self, recipe_text: str, resolved: dict[str, Any], overrides: list[str]) -> None:
-        (self.path / "recipe.yaml").write_text(recipe_text)
-        (self.path / "resolved.yaml").write_text(yaml.safe_dump(resolved, sort_keys=False))
-        write_json_atomic(self.path / "overrides.json", list(overrides))
+        (self.path / RECIPE).write_text(recipe_text)
+        (self.path / RESOLVED).write_text(yaml.safe_dump(resolved, sort_keys=False))
+        write_json_atomic(self.path / OVERRIDES, list(overrides))
 
     def read_meta(self) -> dict[str, Any]:
         return json.loads((self.path / META).read_text())
@@ -238,6 +255,159 @@ class RunDir:
         meta.update(fields)
         self.write_meta(meta)
         return meta
+
+
+def holds_run(path: Path) -> bool:
+    """Whether `path` is a run directory (`rlrun train` wrote its meta.json)."""
+    return (path / META).is_file()
+
+
+# --- reading a run, robustly: in progress, crashed or resumed ---------------------------------
+
+
+@dataclass(frozen=True)
+class RunFiles:
+    """What a run directory holds, read without failing: a run may be read while `rlrun train`
+    is still appending to it, or after a crash left half a line behind, so every file is
+    optional and every problem becomes a note."""
+
+    meta: dict[str, Any]
+    recipe: dict[str, Any] | None  # resolved.yaml
+    rows: list[dict[str, float]]  # metrics.jsonl, ordered by step (see `read_metrics`)
+    notes: list[str]
+    last_update: float | None  # epoch seconds of the last metrics write
+
+
+def looks_like_run(path: Path) -> bool:
+    """Whether `path` holds any of the files `read_run_files` reads (a run, perhaps just begun)."""
+    return path.is_dir() and any((path / name).exists() for name in (META, METRICS, RESOLVED))
+
+
+def read_run_files(path: Path) -> RunFiles:
+    notes: list[str] = []
+    meta = _read_meta(path / META, notes)
+    recipe = _read_recipe(path / RESOLVED, notes)
+    metrics_path = path / METRICS
+    if metrics_path.exists():
+        rows = read_metrics(metrics_path, notes)
+        last_update = metrics_path.stat().st_mtime
+    else:
+        rows, last_update = [], None
+        notes.append("no metrics.jsonl yet")
+    return RunFiles(meta, recipe, rows, notes, last_update)
+
+
+def read_metrics(path: Path, notes: list[str]) -> list[dict[str, float]]:
+    """Parse metrics.jsonl into rows ordered by step.
+
+    A last line without its newline is a write in progress or a crash, and is dropped.
+    Rows for the step just written are merged (validation may log separately). A step
+    lower than the one before means the run resumed from a checkpoint: the rows it will
+    write again are superseded.
+    """
+    text = path.read_text(encoding="utf-8", errors="replace")
+    lines = text.split("\n")
+    rows: list[dict[str, float]] = []
+    bad = 0
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+            step = int(row["step"])
+        except (ValueError, KeyError, TypeError):
+            if number == len(lines):  # no newline after it: cut off mid-write
+                notes.append(f"metrics.jsonl ends in a partial line (line {number}), ignored")
+            else:
+                bad += 1
+            continue
+        row = {key: num for key, value in row.items() if (num := parse_number(value)) is not None}
+        row["step"] = step
+        fill_axis_defaults(row)
+        if rows and step == rows[-1]["step"]:
+            rows[-1].update(row)
+        elif rows and step < rows[-1]["step"]:
+            kept = [r for r in rows if r["step"] < step]
+            notes.append(f"resumed at step {step}: {len(rows) - len(kept)} earlier rows superseded")
+            rows = [*kept, row]
+        else:
+            rows.append(row)
+    if bad:
+        notes.append(f"metrics.jsonl: {bad} unreadable line(s) skipped")
+    return rows
+
+
+def fill_axis_defaults(row: dict[str, float]) -> None:
+    """Step 0 (the evaluation before training) has trained on no samples, whether or not it says so."""
+    if row["step"] == 0:
+        row.setdefault("samples", 0)
+
+
+def parse_number(value: Any) -> float | None:
+    """A metric value as a number, or None; JSON writers spell non-finite ones in several ways."""
+    if isinstance(value, (bool, int, float)):
+        return float(value) if isinstance(value, bool) else value
+    if isinstance(value, str):
+        return _NON_FINITE.get(value.strip().lower())
+    return None
+
+
+def wall_time_at(metrics_file: Path, step: int) -> float:
+    """The run's wall time when `step` was logged (0 if unknown), so a resumed run keeps counting."""
+    wall = 0.0
+    if metrics_file.exists():
+        for line in metrics_file.read_text().splitlines():
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if record.get("step", -1) <= step:
+                wall = record.get("wall_time_s", wall)
+    return wall
+
+
+def truncate_jsonl(path: Path, last_step: int) -> None:
+    """Keep only the records of steps <= last_step (a torn last line is dropped too): on resume
+    from a checkpoint, metrics.jsonl and samples.jsonl read as if the run had never stopped."""
+    if not path.exists():
+        return
+    kept = []
+    for line in path.read_text().splitlines():
+        try:
+            if json.loads(line)["step"] <= last_step:
+                kept.append(line + "\n")
+        except (json.JSONDecodeError, KeyError, TypeError):
+            continue
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text("".join(kept))
+    os.replace(tmp, path)
+
+
+def _read_meta(path: Path, notes: list[str]) -> dict[str, Any]:
+    if not path.exists():
+        notes.append("no meta.json")
+        return {}
+    try:
+        meta = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as exc:  # written non-atomically and caught mid-write
+        notes.append(f"meta.json unreadable ({exc})")
+        return {}
+    return meta if isinstance(meta, dict) else {}
+
+
+def _read_recipe(path: Path, notes: list[str]) -> dict[str, Any] | None:
+    if not path.exists():
+        notes.append("no resolved.yaml: config diff and comparability checks skip this run")
+        return None
+    try:
+        recipe = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        notes.append(f"resolved.yaml unreadable ({exc.__class__.__name__})")
+        return None
+    return recipe if isinstance(recipe, dict) else None
+
+
+# --- provenance -----------------------------------------------------------------------------
 
 
 def git_state(repo: Path | None = None) -> tuple[str | None, bool | None]:

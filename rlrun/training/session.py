@@ -11,7 +11,7 @@ import hashlib
 import json
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -26,11 +26,11 @@ from rlrun.algorithms.registries import ADVANTAGES, POLICY_LOSSES
 from rlrun.data import PromptDataset, PromptSampler, load_prompt_datasets
 from rlrun.errors import ConfigIssue, RecipeError
 from rlrun.evaluation import evaluate_recipe
-from rlrun.rewards import RewardFunction
+from rlrun.rewards import RewardCombiner
 from rlrun.rollout import ROLLOUT_ENGINES, SamplingParams
 from rlrun.schema import Recipe
 from rlrun.training import checkpoint as ckpt
-from rlrun.training.experience import Experience, ExperienceCollector
+from rlrun.training.experience import ExperienceCollector
 from rlrun.training.models import ValueModel, load_causal_lm, load_tokenizer, with_lora
 from rlrun.training.optim import build_optimizer, build_scheduler
 
@@ -88,6 +88,32 @@ def on_cpu(recipe: Recipe) -> bool:
     return recipe.trainer.device == "cpu" or not torch.cuda.is_available()
 
 
+@dataclass
+class TrainState:
+    """What a checkpoint's `trainer_state.pt` holds besides the weights: all a resumed run needs
+    to continue exactly where it stopped. Saved as a plain dict of these fields (tensors and plain
+    values only, so it loads with `torch.load(..., weights_only=True)`, and without rlrun)."""
+
+    step: int  # the last completed training step
+    skipped_updates: int  # updates skipped for a non-finite gradient so far
+    samples_seen: int  # responses trained on so far
+    optimizer: dict[str, Any]
+    scheduler: dict[str, Any]
+    critic_optimizer: dict[str, Any] | None  # None without a critic
+    rng: dict[str, Any]  # Python, numpy and torch generator states (checkpoint.capture_rng_state)
+    data: dict[str, Any]  # the prompt sampler's position
+    kl_controller: dict[str, Any]  # the in-reward KL coefficient, for an adaptive controller
+    wandb_run_id: str | None  # a resumed run continues the same W&B run
+    tokenizer_fingerprint: str  # resuming with another tokenizer is refused
+
+    def to_dict(self) -> dict[str, Any]:
+        return {field.name: getattr(self, field.name) for field in fields(self)}
+
+    @classmethod
+    def from_dict(cls, saved: dict[str, Any]) -> TrainState:
+        return cls(**{field.name: saved[field.name] for field in fields(cls)})
+
+
 def tokenizer_fingerprint(tokenizer: Any) -> str:
     vocab = json.dumps(sorted(tokenizer.get_vocab().items()))
     return hashlib.sha256(vocab.encode()).hexdigest()[:16]
@@ -96,7 +122,9 @@ def tokenizer_fingerprint(tokenizer: Any) -> str:
 class Session:
     """The built run. `step` is the last completed training step (0 before the first)."""
 
-    def __init__(self, recipe: Recipe, *, accelerator: Accelerator | None = None):
+    def __init__(
+        self, recipe: Recipe, *, accelerator: Accelerator | None = None, warn: Callable[[str], None] = print
+    ):
         self.recipe = r = recipe
         hf_logging.disable_progress_bar()  # loading bars would drown the run's own progress bar
         self.accelerator = accelerator or Accelerator(cpu=on_cpu(r), step_scheduler_with_optimizer=False)
@@ -106,14 +134,26 @@ class Session:
         self.step = 0  # last completed training step
         self.skipped_updates = 0
         self.samples_seen = 0  # responses trained on so far
-        self.last_experience: Experience | None = None  # for sample logging
-        self.warn: Callable[[str], None] = print
+        self.warn = warn  # a console note (a skipped update) that does not stop the run
+        # In this order: each builder uses what the ones before made, and the seeded RNG is drawn
+        # from in this order (a critic's value head is initialised randomly).
+        self._setup_data()
+        self._setup_models()
+        self._setup_components()
+        self._setup_rollout()
 
+    def _setup_data(self) -> None:
+        """The tokenizer, the train and validation prompts, and the sampler drawing from them."""
+        r = self.recipe
         self.tokenizer = load_tokenizer(r.model.tokenizer or r.model.path, r.model.trust_remote_code)
-        self.train_data, val_data = load_prompt_datasets(r.model_dump(mode="json")["data"], self.tokenizer)
+        self.train_data, val_data = load_prompt_datasets(r.data, self.tokenizer)
         self.val_data: PromptDataset | None = val_data
         self.sampler = PromptSampler(len(self.train_data), shuffle=r.data.shuffle, seed=r.data.seed)
 
+    def _setup_models(self) -> None:
+        """The policy and its optimizer and schedule; the reference, teacher and critic the
+        algorithm needs (and nothing else)."""
+        r = self.recipe
         policy = load_causal_lm(r.model.path, r.model.dtype, r.model.trust_remote_code)
         policy = (with_lora(policy, r.model.lora) if r.model.lora else policy).to(self.device)
         if r.model.gradient_checkpointing:
@@ -140,6 +180,10 @@ class Session:
                 critic, build_optimizer(critic.parameters(), r.critic.optimizer)
             )
 
+    def _setup_components(self) -> None:
+        """The algorithm's registered components (with what they declared they need) and the
+        in-reward KL controller."""
+        r = self.recipe
         self.advantage_fn = ADVANTAGES.get(r.algorithm.advantage)
         self.policy_loss_fn = POLICY_LOSSES.get(r.actor.policy_loss)
         self.advantage_needs = ADVANTAGES.needs(r.algorithm.advantage)
@@ -151,14 +195,18 @@ class Session:
             else FixedKLController(kl.coef)
         )
 
+    def _setup_rollout(self) -> None:
+        """The rollout engine on the policy's weights, the reward functions, and the collector
+        that samples and scores each step's experience."""
+        r = self.recipe
         self.engine = ROLLOUT_ENGINES.get(r.rollout.engine)(
             self.unwrapped_policy,
             self.tokenizer,
             max_batch_samples=r.rollout.max_batch_samples,
-            **({"vllm": r.rollout.vllm.model_dump()} if r.rollout.engine == "vllm" else {}),
+            **({"vllm": r.rollout.vllm} if r.rollout.engine == "vllm" else {}),
         )
-        self.reward_fn = RewardFunction(
-            [f.model_dump() for f in r.reward.functions],
+        self.reward_fn = RewardCombiner(
+            r.reward.functions,
             answer_key=r.data.answer_key,
             chat=self.train_data.chat,
         )
@@ -219,20 +267,20 @@ class Session:
 
     # --- checkpointed state ---------------------------------------------------------------
 
-    def state_dict(self, wandb_run_id: str | None) -> dict[str, Any]:
-        return {
-            "step": self.step,
-            "optimizer": self.optimizer.state_dict(),
-            "scheduler": self.scheduler.state_dict(),
-            "critic_optimizer": self.critic_optimizer.state_dict() if self.critic_optimizer else None,
-            "rng": ckpt.capture_rng_state(),
-            "data": self.sampler.state_dict(),
-            "kl_controller": self.kl_ctrl.state_dict(),
-            "skipped_updates": self.skipped_updates,
-            "samples_seen": self.samples_seen,
-            "wandb_run_id": wandb_run_id,
-            "tokenizer_fingerprint": tokenizer_fingerprint(self.tokenizer),
-        }
+    def train_state(self, wandb_run_id: str | None) -> TrainState:
+        return TrainState(
+            step=self.step,
+            skipped_updates=self.skipped_updates,
+            samples_seen=self.samples_seen,
+            optimizer=self.optimizer.state_dict(),
+            scheduler=self.scheduler.state_dict(),
+            critic_optimizer=self.critic_optimizer.state_dict() if self.critic_optimizer else None,
+            rng=ckpt.capture_rng_state(),
+            data=self.sampler.state_dict(),
+            kl_controller=self.kl_ctrl.state_dict(),
+            wandb_run_id=wandb_run_id,
+            tokenizer_fingerprint=tokenizer_fingerprint(self.tokenizer),
+        )
 
     def save_checkpoint(self, root: Path, wandb_run_id: str | None) -> Path | None:
         """Write the checkpoint of the current step (main process only; all processes wait)."""
@@ -245,17 +293,17 @@ class Session:
                 self.step,
                 model=self.unwrapped_policy,
                 tokenizer=self.tokenizer,
-                state=self.state_dict(wandb_run_id),
+                state=self.train_state(wandb_run_id).to_dict(),
                 critic=critic,
                 keep_last=self.recipe.trainer.checkpoint.keep_last,
             )
         self.accelerator.wait_for_everyone()
         return path
 
-    def load_checkpoint(self, path: Path) -> dict[str, Any]:
+    def load_checkpoint(self, path: Path) -> TrainState:
         """Restore weights and state from `path`; returns the trainer state (for the W&B id)."""
-        state = ckpt.load_trainer_state(path)
-        if state["tokenizer_fingerprint"] != tokenizer_fingerprint(self.tokenizer):
+        state = TrainState.from_dict(ckpt.load_trainer_state(path))
+        if state.tokenizer_fingerprint != tokenizer_fingerprint(self.tokenizer):
             raise RecipeError(
                 [
                     ConfigIssue(
@@ -269,16 +317,16 @@ class Session:
         ckpt.load_policy_weights(path, self.unwrapped_policy)
         if self.critic is not None:
             ckpt.load_critic_weights(path, self.accelerator.unwrap_model(self.critic))
-            self.critic_optimizer.load_state_dict(state["critic_optimizer"])
-        self.optimizer.load_state_dict(state["optimizer"])
-        self.scheduler.load_state_dict(state["scheduler"])
-        self.sampler.load_state_dict(state["data"])
-        self.kl_ctrl.load_state_dict(state["kl_controller"])
-        ckpt.restore_rng_state(state["rng"])
+            self.critic_optimizer.load_state_dict(state.critic_optimizer)
+        self.optimizer.load_state_dict(state.optimizer)
+        self.scheduler.load_state_dict(state.scheduler)
+        self.sampler.load_state_dict(state.data)
+        self.kl_ctrl.load_state_dict(state.kl_controller)
+        ckpt.restore_rng_state(state.rng)
         self.step, self.skipped_updates, self.samples_seen = (
-            state["step"],
-            state["skipped_updates"],
-            state["samples_seen"],
+            state.step,
+            state.skipped_updates,
+            state.samples_seen,
         )
         self.engine.sync_weights(self.unwrapped_policy)
         return state

@@ -26,6 +26,8 @@ from rich.progress import (
 )
 from rich.table import Table
 
+from rlrun.training.rundir import truncate_jsonl
+
 Say = Callable[[str], None]
 
 # The figures the progress bar shows, in order: (metric, label).
@@ -101,22 +103,6 @@ class SamplesSink:
 
     def close(self, status: str) -> None:
         self._file.close()
-
-
-def truncate_jsonl(path: Path, last_step: int) -> None:
-    """Keep only the records of steps <= last_step (a torn last line is dropped too)."""
-    if not path.exists():
-        return
-    kept = []
-    for line in path.read_text().splitlines():
-        try:
-            if json.loads(line)["step"] <= last_step:
-                kept.append(line + "\n")
-        except (json.JSONDecodeError, KeyError, TypeError):
-            continue
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text("".join(kept))
-    os.replace(tmp, path)
 
 
 class ConsoleSink:

@@ -17,11 +17,12 @@ from transformers.utils import logging as hf_logging
 from rlrun.data import load_prompt_datasets
 from rlrun.errors import ConfigIssue, RecipeError
 from rlrun.evaluation import EvalResult, evaluate_recipe
-from rlrun.rewards import RewardFunction
+from rlrun.rewards import RewardCombiner
 from rlrun.rollout import ROLLOUT_ENGINES
 from rlrun.schema import Recipe
 from rlrun.training import checkpoint as ckpt
 from rlrun.training.models import load_causal_lm, load_tokenizer, with_lora
+from rlrun.training.rundir import CHECKPOINTS, RESOLVED
 from rlrun.training.session import on_cpu
 
 
@@ -38,12 +39,12 @@ def eval_target(model: str) -> EvalTarget:
     """Recognise a run checkpoint (it holds `trainer_state.pt`), or a run directory (its latest
     checkpoint), and find the run's recipe."""
     path = Path(model)
-    latest = ckpt.latest_checkpoint(path / "checkpoints") if (path / "resolved.yaml").is_file() else None
+    latest = ckpt.latest_checkpoint(path / CHECKPOINTS) if (path / RESOLVED).is_file() else None
     if latest is not None:
         path, model = latest, str(latest)
     if not (path / ckpt.TRAINER_STATE).is_file():
         return EvalTarget(model, None, None)
-    resolved = path.parent.parent / "resolved.yaml"  # RUN_DIR/checkpoints/step_N
+    resolved = path.parent.parent / RESOLVED  # RUN_DIR/checkpoints/step_N
     return EvalTarget(model, path, resolved if resolved.is_file() else None)
 
 
@@ -54,7 +55,7 @@ def evaluate_target(target: EvalTarget, recipe: Recipe) -> tuple[EvalResult, str
         str(target.checkpoint) if target.checkpoint else recipe.model.tokenizer or target.model,
         recipe.model.trust_remote_code,
     )
-    _, val_data = load_prompt_datasets(recipe.model_dump(mode="json")["data"], tokenizer)
+    _, val_data = load_prompt_datasets(recipe.data, tokenizer)
     if val_data is None:
         raise RecipeError(
             [
@@ -66,14 +67,14 @@ def evaluate_target(target: EvalTarget, recipe: Recipe) -> tuple[EvalResult, str
                 )
             ]
         )
-    reward = RewardFunction([f.model_dump() for f in recipe.reward.functions])
+    reward = RewardCombiner(recipe.reward.functions)
     device = Accelerator(cpu=on_cpu(recipe)).device
     model = _load_policy(target, recipe).to(device)
     engine = ROLLOUT_ENGINES.get(recipe.rollout.engine)(
         model,
         tokenizer,
         max_batch_samples=recipe.rollout.max_batch_samples,
-        **({"vllm": recipe.rollout.vllm.model_dump()} if recipe.rollout.engine == "vllm" else {}),
+        **({"vllm": recipe.rollout.vllm} if recipe.rollout.engine == "vllm" else {}),
     )
     return evaluate_recipe(engine, tokenizer, val_data, recipe, reward), _val_data_name(recipe)
 

@@ -13,7 +13,7 @@ from types import SimpleNamespace
 import pytest
 
 from rlrun.compare.inputs import load_input
-from rlrun.compare.runs import RunReadError, load_run, read_metrics
+from rlrun.compare.runs import RunReadError, load_run
 from rlrun.compare.wandb_runs import load_wandb_run
 
 
@@ -64,43 +64,6 @@ def test_a_run_that_has_written_nothing_yet(tmp_path):
     run = load_run(str(tmp_path / "fresh"))
     assert run.rows == [] and run.last_step is None and run.metric_names() == []
     assert "no metrics.jsonl yet" in run.notes
-
-
-def test_rows_of_one_step_merge_and_a_resume_supersedes_later_rows(tmp_path):
-    lines = [
-        {"step": 1, "a": 1.0},
-        {"step": 2, "a": 2.0},
-        {"step": 2, "val/accuracy": 0.5},
-        {"step": 3, "a": 3.0},
-        {"step": 2, "a": 20.0},
-        {"step": 3, "a": 30.0},
-    ]
-    path = tmp_path / "metrics.jsonl"
-    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
-    notes: list[str] = []
-    rows = read_metrics(path, notes)
-    assert rows == [{"step": 1, "a": 1.0}, {"step": 2, "a": 20.0}, {"step": 3, "a": 30.0}]
-    assert notes == ["resumed at step 2: 2 earlier rows superseded"]
-
-
-def test_the_evaluation_before_training_has_trained_on_no_samples(tmp_path):
-    path = tmp_path / "metrics.jsonl"
-    path.write_text('{"step": 0, "val/accuracy": 0.5}\n{"step": 1, "samples": 16}\n')
-    assert read_metrics(path, []) == [
-        {"step": 0, "val/accuracy": 0.5, "samples": 0},
-        {"step": 1, "samples": 16},
-    ]
-
-
-def test_non_finite_values_survive_reading(tmp_path):
-    path = tmp_path / "metrics.jsonl"
-    # Python's json writes NaN/Infinity bare; other writers quote them
-    path.write_text('{"step": 1, "a": NaN, "b": Infinity, "c": "-inf", "d": "text"}\nnot json\n{"step": 2}\n')
-    notes: list[str] = []
-    rows = read_metrics(path, notes)
-    assert math.isnan(rows[0]["a"]) and rows[0]["b"] == math.inf and rows[0]["c"] == -math.inf
-    assert "d" not in rows[0] and [row["step"] for row in rows] == [1, 2]
-    assert notes == ["metrics.jsonl: 1 unreadable line(s) skipped"]
 
 
 def test_a_wandb_path_must_have_three_parts():

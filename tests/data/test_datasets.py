@@ -15,6 +15,7 @@ from rlrun.data import (
     load_prompt_datasets,
 )
 from rlrun.embedded import resolve_model_path
+from rlrun.schema.data import Data
 
 CHAT_TEMPLATE = (
     "{% for m in messages %}{{ m.role }}: {{ m.content }} {% endfor %}"
@@ -53,7 +54,7 @@ def test_generator_datasets_are_tokenised_once(tokenizer):
         "source": "rlrun:arithmetic",
         "arithmetic": {"digits": 2, "operators": ["+"], "train_size": 64, "val_size": 16, "seed": 1},
     }
-    train, val = load_prompt_datasets(data, tokenizer)
+    train, val = load_prompt_datasets(Data.model_validate(data), tokenizer)
     assert (len(train), len(val)) == (64, 16)
     assert train.prompt_ids[0] == tokenizer(train.prompts[0])["input_ids"]
     assert train.prompt_ids[0][0] == tokenizer.bos_token_id
@@ -64,7 +65,9 @@ def test_generator_datasets_are_tokenised_once(tokenizer):
 def test_verl_parquet_loads_as_is(tmp_path, tokenizer):
     path = tmp_path / "train.parquet"
     _verl_parquet(path)
-    train, val = load_prompt_datasets({"source": str(path), "val_source": str(path)}, tokenizer)
+    train, val = load_prompt_datasets(
+        Data.model_validate({"source": str(path), "val_source": str(path)}), tokenizer
+    )
     assert train.prompts[3] == "what is 3+3?"  # no chat template: the message text itself
     assert train.ground_truths[3] == "6"  # reward_model.ground_truth, found without configuration
     assert train.extra["data_source"][0] == "openai/gsm8k"
@@ -112,7 +115,8 @@ def test_json_files_with_dotted_keys(tmp_path, tokenizer, suffix):
     text = "\n".join(map(json.dumps, records)) if suffix == ".jsonl" else json.dumps(records)
     path.write_text(text)
     train, val = load_prompt_datasets(
-        {"source": str(path), "prompt_key": "q.text", "answer_key": "meta.answer"}, tokenizer
+        Data.model_validate({"source": str(path), "prompt_key": "q.text", "answer_key": "meta.answer"}),
+        tokenizer,
     )
     assert val is None  # a file alone has no validation split
     assert train.prompts == ["0+1=", "1+1=", "2+1=", "3+1="]
@@ -126,7 +130,7 @@ def test_missing_keys_and_bad_files_are_reported(tmp_path, tokenizer):
     with pytest.raises(
         DataError, match=r"record 0 has neither 'answer' nor 'reward_model.ground_truth' \(keys: prompt\)"
     ):
-        load_prompt_datasets({"source": str(path)}, tokenizer)
+        load_prompt_datasets(Data.model_validate({"source": str(path)}), tokenizer)
     path.write_text('{"prompt": "1+1=", "answer": "2"}\n{oops\n')
     with pytest.raises(DataError, match=r"d.jsonl, line 2, column 1, `data.source`: invalid JSON") as info:
         load_file(path)
@@ -137,7 +141,7 @@ def test_missing_keys_and_bad_files_are_reported(tmp_path, tokenizer):
 
 def test_hub_datasets_need_the_datasets_package_or_network(tokenizer):
     with pytest.raises(DataError, match="hf:nobody/nothing"):
-        load_prompt_datasets({"source": "hf:nobody/nothing"}, tokenizer)
+        load_prompt_datasets(Data.model_validate({"source": "hf:nobody/nothing"}), tokenizer)
 
 
 @pytest.mark.parametrize(

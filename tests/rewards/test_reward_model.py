@@ -14,8 +14,9 @@ from transformers import AutoTokenizer, PreTrainedTokenizerFast, Qwen2Config, Qw
 from rlrun.embedded import resolve_model_path
 from rlrun.errors import RecipeError
 from rlrun.recipes import load_recipe
-from rlrun.rewards import RewardFunction
+from rlrun.rewards import RewardCombiner
 from rlrun.rewards.reward_model import RewardModelScorer, check_config, reward_model_name
+from rlrun.schema.reward import RewardFunction, RewardModel
 
 PROMPTS = ["23+58=", "7+5=", "99+99=", "10+0="]
 COMPLETIONS = ["81", "12", "198 and more", ""]
@@ -71,7 +72,7 @@ def hand_forward(path: Path, text: str, add_special_tokens: bool = True) -> torc
 
 def test_scores_equal_a_hand_run_forward_on_prompt_plus_response(tmp_path):
     path = classifier(tmp_path / "rm", policy_tokenizer())
-    scores = RewardModelScorer({"model": str(path)})(PROMPTS, COMPLETIONS, TRUTHS)
+    scores = RewardModelScorer(RewardModel(model=str(path)))(PROMPTS, COMPLETIONS, TRUTHS)
     expected = [hand_forward(path, p + c)[0].item() for p, c in zip(PROMPTS, COMPLETIONS)]
     assert scores == pytest.approx(expected, abs=1e-5)
     assert len(set(scores)) == len(scores)  # the inputs differ, and so do the scores
@@ -80,9 +81,9 @@ def test_scores_equal_a_hand_run_forward_on_prompt_plus_response(tmp_path):
 def test_batch_size_does_not_change_the_scores(tmp_path):
     path = classifier(tmp_path / "rm", policy_tokenizer())
     prompts, completions = PROMPTS * 3, [c + "1" * i for i, c in enumerate(COMPLETIONS * 3)]  # many lengths
-    one = RewardModelScorer({"model": str(path), "batch_size": 1})(prompts, completions, TRUTHS * 3)
+    one = RewardModelScorer(RewardModel(model=str(path), batch_size=1))(prompts, completions, TRUTHS * 3)
     for batch_size in (5, 64):
-        batched = RewardModelScorer({"model": str(path), "batch_size": batch_size})(
+        batched = RewardModelScorer(RewardModel(model=str(path), batch_size=batch_size))(
             prompts, completions, TRUTHS * 3
         )
         assert batched == pytest.approx(one, abs=1e-5)
@@ -92,7 +93,7 @@ def test_the_reward_models_own_tokenizer_and_chat_template_are_used(tmp_path):
     tok = other_tokenizer()
     tok.chat_template = "{% for m in messages %}<|{{ m.role }}|>{{ m.content }}{% endfor %}"
     path = classifier(tmp_path / "rm", tok)
-    scorer = RewardModelScorer({"model": str(path)})
+    scorer = RewardModelScorer(RewardModel(model=str(path)))
     assert scorer.text("23+58=", "81") == "<|user|>23+58=<|assistant|>81"
     scores = scorer(PROMPTS[:2], COMPLETIONS[:2], TRUTHS[:2])
     expected = [
@@ -113,14 +114,14 @@ def test_label_probability_and_fixed_normalisation(tmp_path):
         label2id={"bad": 0, "good": 1},
     )
     logits = torch.stack([hand_forward(path, p + c) for p, c in zip(PROMPTS, COMPLETIONS)])
-    good = RewardModelScorer({"model": str(path), "label": "good"})(PROMPTS, COMPLETIONS, TRUTHS)
+    good = RewardModelScorer(RewardModel(model=str(path), label="good"))(PROMPTS, COMPLETIONS, TRUTHS)
     assert good == pytest.approx(logits[:, 1].tolist(), abs=1e-5)
-    entry = {"model": str(path), "label": 1, "score": "probability", "shift": 0.5, "scale": 0.25}
+    entry = RewardModel(model=str(path), label=1, score="probability", shift=0.5, scale=0.25)
     normalised = RewardModelScorer(entry)(PROMPTS, COMPLETIONS, TRUTHS)
     assert normalised == pytest.approx(((logits.softmax(-1)[:, 1] - 0.5) / 0.25).tolist(), abs=1e-5)
     one_output = classifier(tmp_path / "rm1", policy_tokenizer())
     logit = torch.stack([hand_forward(one_output, p + c) for p, c in zip(PROMPTS, COMPLETIONS)])[:, 0]
-    sigmoid = RewardModelScorer({"model": str(one_output), "score": "probability"})(
+    sigmoid = RewardModelScorer(RewardModel(model=str(one_output), score="probability"))(
         PROMPTS, COMPLETIONS, TRUTHS
     )
     assert sigmoid == pytest.approx(logit.sigmoid().tolist(), abs=1e-6)
@@ -128,8 +129,10 @@ def test_label_probability_and_fixed_normalisation(tmp_path):
 
 def test_a_reward_model_combines_with_rule_rewards_by_weight(tmp_path):
     path = classifier(tmp_path / "judge", policy_tokenizer())
-    rm = RewardModelScorer({"model": str(path)})(PROMPTS, COMPLETIONS, TRUTHS)
-    reward = RewardFunction([{"fn": "rlrun:exact_match", "weight": 0.0}, {"model": str(path), "weight": 2.0}])
+    rm = RewardModelScorer(RewardModel(model=str(path)))(PROMPTS, COMPLETIONS, TRUTHS)
+    reward = RewardCombiner(
+        [RewardFunction(fn="rlrun:exact_match", weight=0.0), RewardModel(model=str(path), weight=2.0)]
+    )
     out = reward(PROMPTS, COMPLETIONS, TRUTHS, data_source=["x"] * 4)
     assert reward.names == ["exact_match", "judge"]
     assert out.scores.tolist() == pytest.approx([2 * s for s in rm], abs=1e-5)
@@ -138,9 +141,9 @@ def test_a_reward_model_combines_with_rule_rewards_by_weight(tmp_path):
 
 
 def test_names_and_config_checks():
-    assert reward_model_name({"model": "rlrun:tiny-reward"}) == "tiny-reward"
-    assert reward_model_name({"model": "org/rm-7b/"}) == "rm-7b"
-    assert reward_model_name({"model": "org/rm-7b", "name": "judge"}) == "judge"
+    assert reward_model_name(RewardModel(model="rlrun:tiny-reward")) == "tiny-reward"
+    assert reward_model_name(RewardModel(model="org/rm-7b/")) == "rm-7b"
+    assert reward_model_name(RewardModel(model="org/rm-7b", name="judge")) == "judge"
     two = {"architectures": ["XForSequenceClassification"], "id2label": {"0": "bad", "1": "good"}}
     assert check_config(two, "good") is None and check_config(two, 1) is None
     assert "2 outputs (bad, good)" in check_config(two, None)

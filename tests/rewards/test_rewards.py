@@ -4,8 +4,9 @@ import textwrap
 import pytest
 import torch
 
-from rlrun.rewards import REWARDS, RewardError, RewardFunction, RewardSpecError, resolve_reward_fn
+from rlrun.rewards import REWARDS, RewardCombiner, RewardError, RewardSpecError, resolve_reward_fn
 from rlrun.rewards.answers import answers_equal, extract_answer
+from rlrun.schema.reward import RewardFunction
 
 
 @pytest.fixture
@@ -82,11 +83,11 @@ def test_resolve_errors_are_clear(custom_rewards):
 
 
 def test_weighted_combination_logs_each_function(custom_rewards):
-    reward = RewardFunction(
+    reward = RewardCombiner(
         [
-            {"fn": "rlrun:exact_match", "weight": 1.0},
-            {"fn": "my_rewards:length_penalty", "weight": 0.5},
-            {"fn": "rlrun:exact_match", "weight": 2.0},
+            RewardFunction(fn="rlrun:exact_match", weight=1.0),
+            RewardFunction(fn="my_rewards:length_penalty", weight=0.5),
+            RewardFunction(fn="rlrun:exact_match", weight=2.0),
         ]
     )
     out = reward(["p0", "p1"], ["2", "123"], ["2", "4"], data_source=["x", "y"])
@@ -97,7 +98,7 @@ def test_weighted_combination_logs_each_function(custom_rewards):
 
 
 def test_dict_results_extra_fields_and_acc(custom_rewards):
-    reward = RewardFunction([{"fn": "my_rewards:with_extras", "weight": 2.0}])
+    reward = RewardCombiner([RewardFunction(fn="my_rewards:with_extras", weight=2.0)])
     out = reward(["p0", "p1"], ["c", "c"], ["t", "t"], data_source=["a", "b"], unused_column=[1, 2])
     torch.testing.assert_close(out.scores, torch.tensor([2.0, 0.0]))
     torch.testing.assert_close(out.acc, torch.tensor([1.0, 1.0]))  # the function's own "acc"
@@ -105,7 +106,7 @@ def test_dict_results_extra_fields_and_acc(custom_rewards):
 
 
 def test_a_broken_reward_names_the_function_the_sample_and_the_prompt(custom_rewards):
-    reward = RewardFunction([{"fn": "my_rewards:breaks_on_x"}])
+    reward = RewardCombiner([RewardFunction(fn="my_rewards:breaks_on_x")])
     with pytest.raises(RewardError, match=r"'breaks_on_x' failed on sample 2 \(prompt '7\+7='\).*ValueError"):
         reward(["1+1=", "2+2=", "7+7="], ["2", "4", "x"], ["2", "4", "14"])
 
@@ -115,4 +116,4 @@ def test_a_broken_reward_names_the_function_the_sample_and_the_prompt(custom_rew
 )
 def test_unusable_results_are_reported(custom_rewards, fn, message):
     with pytest.raises(RewardError, match=message):
-        RewardFunction([{"fn": f"my_rewards:{fn}"}])(["a", "b"], ["1", "2"], ["1", "2"])
+        RewardCombiner([RewardFunction(fn=f"my_rewards:{fn}")])(["a", "b"], ["1", "2"], ["1", "2"])

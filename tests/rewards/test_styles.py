@@ -8,8 +8,9 @@ import torch
 
 from rlrun.errors import RecipeError
 from rlrun.recipes import load_recipe
-from rlrun.rewards import RewardError, RewardFunction, resolve_reward_fn
+from rlrun.rewards import RewardCombiner, RewardError, resolve_reward_fn
 from rlrun.rewards.styles import as_batch_reward, detect_style
+from rlrun.schema.reward import RewardFunction
 
 
 @pytest.fixture
@@ -81,7 +82,7 @@ def test_style_is_read_from_the_signature(other_stacks, name, style):
 
 
 def test_verl_compute_score_gets_verl_columns_and_its_dict_becomes_components(other_stacks):
-    reward = RewardFunction([{"fn": "stack_rewards:compute_score"}])
+    reward = RewardCombiner([RewardFunction(fn="stack_rewards:compute_score")])
     out = reward(
         ["q1", "q2", "q3"],
         ["so 12", "it is 7", "no number"],
@@ -99,62 +100,62 @@ def test_verl_compute_score_gets_verl_columns_and_its_dict_becomes_components(ot
 
 
 def test_verl_function_without_verl_columns_and_with_reward_kwargs(other_stacks):
-    reward = RewardFunction([{"fn": "stack_rewards:verl_float", "kwargs": {"scale": 0.5}}])
+    reward = RewardCombiner([RewardFunction(fn="stack_rewards:verl_float", kwargs={"scale": 0.5})])
     torch.testing.assert_close(
         reward(["q", "q"], ["abcd", "ab"], ["x", "y"]).scores, torch.tensor([2.0, 1.0])
     )
 
 
 def test_verl_ground_truth_keeps_its_type(other_stacks):
-    reward = RewardFunction([{"fn": "stack_rewards:verl_list_truth"}])
+    reward = RewardCombiner([RewardFunction(fn="stack_rewards:verl_list_truth")])
     out = reward(["q", "q"], ["b", "z"], ["['a', 'b']"] * 2, reward_model=[{"ground_truth": ["a", "b"]}] * 2)
     torch.testing.assert_close(out.scores, torch.tensor([1.0, 0.0]))
 
 
 def test_verl_results_with_different_keys_per_sample_are_an_error(other_stacks):
-    reward = RewardFunction([{"fn": "stack_rewards:verl_mixed_keys"}])
+    reward = RewardCombiner([RewardFunction(fn="stack_rewards:verl_mixed_keys")])
     with pytest.raises(RewardError, match="every sample must return the same keys"):
         reward(["q", "q"], ["a", "b"], ["x", "x"])
 
 
 def test_trl_function_gets_columns_as_keyword_lists(other_stacks):
-    reward = RewardFunction([{"fn": "stack_rewards:trl_accuracy"}])
+    reward = RewardCombiner([RewardFunction(fn="stack_rewards:trl_accuracy")])
     out = reward(["1+1=", "2+2="], ["2", " 5"], ["2", "4"], difficulty=["easy", "hard"])
     torch.testing.assert_close(out.scores, torch.tensor([1.0, 0.0]))
-    only = RewardFunction([{"fn": "stack_rewards:trl_only_completions"}])
+    only = RewardCombiner([RewardFunction(fn="stack_rewards:trl_only_completions")])
     torch.testing.assert_close(only(["p"], ["abc"], ["t"], difficulty=["easy"]).scores, torch.tensor([7.0]))
-    named = RewardFunction([{"fn": "stack_rewards:trl_named_columns"}])
+    named = RewardCombiner([RewardFunction(fn="stack_rewards:trl_named_columns")])
     out = named(["p", "p"], ["a", "b"], ["t", "t"], difficulty=["easy", "hard"], other=[1, 2])
     torch.testing.assert_close(out.scores, torch.tensor([1.0, 0.0]))
 
 
 def test_trl_function_sees_chat_completions_and_the_answer_under_its_column_name(other_stacks):
     seen = resolve_reward_fn("stack_rewards:trl_seen")
-    RewardFunction([{"fn": "stack_rewards:trl_seen"}], answer_key="reward_model.ground_truth", chat=True)(
-        ["<user>q"], ["42"], ["42"], data_source=["gsm8k"]
-    )
+    RewardCombiner(
+        [RewardFunction(fn="stack_rewards:trl_seen")], answer_key="reward_model.ground_truth", chat=True
+    )(["<user>q"], ["42"], ["42"], data_source=["gsm8k"])
     assert seen.calls[-1] == {
         "prompts": ["<user>q"],
         "completions": [[{"role": "assistant", "content": "42"}]],
         "ground_truth": ["42"],
         "data_source": ["gsm8k"],
     }
-    RewardFunction([{"fn": "stack_rewards:trl_seen"}])(["q"], ["42"], ["42"])
+    RewardCombiner([RewardFunction(fn="stack_rewards:trl_seen")])(["q"], ["42"], ["42"])
     assert seen.calls[-1] == {"prompts": ["q"], "completions": ["42"], "answer": ["42"]}
 
 
 def test_a_stated_style_overrides_detection(other_stacks):
     # `completions` without `ground_truths` reads as TRL; stated as rlrun, the answers come third
-    spec = {"fn": "stack_rewards:answers_named_otherwise"}
-    assert detect_style(resolve_reward_fn(spec["fn"])) == "trl"
+    spec = RewardFunction(fn="stack_rewards:answers_named_otherwise")
+    assert detect_style(resolve_reward_fn(spec.fn)) == "trl"
     with pytest.raises(RewardError, match="missing 1 required positional argument: 'answers'"):
-        RewardFunction([spec])(["p"], ["a"], ["a"])
-    out = RewardFunction([{**spec, "style": "rlrun"}])(["p", "p"], ["a", "b"], ["a", "a"])
+        RewardCombiner([spec])(["p"], ["a"], ["a"])
+    out = RewardCombiner([spec.model_copy(update={"style": "rlrun"})])(["p", "p"], ["a", "b"], ["a", "a"])
     torch.testing.assert_close(out.scores, torch.tensor([1.0, 0.0]))
 
 
 def test_rlrun_function_with_kwargs(other_stacks):
-    reward = RewardFunction([{"fn": "stack_rewards:rlrun_native", "kwargs": {"offset": 1.0}}])
+    reward = RewardCombiner([RewardFunction(fn="stack_rewards:rlrun_native", kwargs={"offset": 1.0})])
     out = reward(["p", "p"], ["a", "b"], ["a", "a"], unrelated=[0, 0])  # a column it does not take
     torch.testing.assert_close(out.scores, torch.tensor([2.0, 1.0]))
 

@@ -30,6 +30,7 @@ from rlrun.rollout.vllm import (
     trainer_weights,
     weight_loader,
 )
+from rlrun.schema.rollout import Vllm
 
 
 def tiny_qwen2(tie: bool = True, seed: int = 0) -> Qwen2ForCausalLM:
@@ -415,7 +416,7 @@ def hub_policy():
 def test_engine_is_built_on_random_weights_then_given_the_trainers(fake_vllm):
     model = hub_policy()
     engine_module.VLLMRolloutEngine(
-        model, TOKENIZER, max_batch_samples=64, vllm={"gpu_memory_utilization": 0.3}
+        model, TOKENIZER, max_batch_samples=64, vllm=Vllm(gpu_memory_utilization=0.3)
     )
     kwargs = fake_vllm.llm_kwargs
     assert kwargs["model"] == "some/model" and kwargs["tokenizer"] == "tok" and kwargs["dtype"] == "float32"
@@ -442,7 +443,7 @@ def test_generate_sends_token_ids_and_reads_the_sampled_log_probs(fake_vllm):
 
 def test_sleep_mode_sleeps_after_generating_and_always_pushes_weights_on_waking(fake_vllm):
     model = hub_policy()
-    engine = engine_module.VLLMRolloutEngine(model, TOKENIZER, vllm={"enable_sleep_mode": True})
+    engine = engine_module.VLLMRolloutEngine(model, TOKENIZER, vllm=Vllm(enable_sleep_mode=True))
     sampling = SamplingParams(n=1, max_tokens=2, seed=1)
     engine.generate([[3]], sampling)
     with torch.no_grad():
@@ -504,7 +505,7 @@ def gpu_policy():
     model = load_causal_lm(path, "bfloat16").cuda()
     tokenizer = load_tokenizer(path)
     engine = engine_module.VLLMRolloutEngine(
-        model, tokenizer, max_batch_samples=256, vllm={"gpu_memory_utilization": 0.3}
+        model, tokenizer, max_batch_samples=256, vllm=Vllm(gpu_memory_utilization=0.3)
     )
     return model, tokenizer, engine
 

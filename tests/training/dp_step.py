@@ -16,6 +16,7 @@ import torch
 from rlrun.recipes import load_recipe
 from rlrun.training.experience import Experience, select_groups
 from rlrun.training.loop import training_step
+from rlrun.training.profiling import Timer
 from rlrun.training.session import Session
 
 
@@ -25,8 +26,8 @@ def train_one_step(recipe: str, overrides: list[str], out: Path) -> None:
     whole_batch = s.collector.collect
     s.collector.rank, s.collector.world = 0, 1  # every process samples the whole batch alike
 
-    def my_share(num_prompts: int, seed: int) -> tuple[Experience, int]:
-        exp, batches = whole_batch(num_prompts * world, seed)
+    def my_share(num_prompts: int, seed: int, *, timer: Timer) -> tuple[Experience, int]:
+        exp, batches = whole_batch(num_prompts * world, seed, timer=timer)
         return select_groups(exp, torch.arange(rank * num_prompts, (rank + 1) * num_prompts)), batches
 
     s.collector.collect = my_share

@@ -12,6 +12,7 @@ from rlrun.embedded import resolve_model_path
 from rlrun.recipes import load_recipe
 from rlrun.training.checkpoint import export_merged, latest_checkpoint
 from rlrun.training.loop import train
+from rlrun.training.profiling import Timer
 from rlrun.training.run import RunOptions
 from rlrun.training.sequences import Sequences, response_log_probs
 
@@ -33,7 +34,7 @@ def _base() -> torch.nn.Module:
 
 
 def _some_sequences(session) -> Sequences:
-    exp, _ = session.collector.collect(2, seed=0)
+    exp, _ = session.collector.collect(2, seed=0, timer=Timer())
     return exp.seq
 
 

@@ -33,7 +33,7 @@ class _TickingClock:
         return datetime(2026, 11, 30, 9, 49, 6, tzinfo=timezone.utc) + timedelta(seconds=next(cls.ticks))
 
 
-def _fake_session(recipe):
+def _fake_session(recipe, warn):
     return SimpleNamespace(
         accelerator=SimpleNamespace(
             is_main_process=True,
@@ -44,7 +44,6 @@ def _fake_session(recipe):
             mixed_precision="no",
         ),
         step=0,
-        last_experience=None,
         unwrapped_policy=torch.nn.Linear(2, 2),
     )
 
@@ -160,12 +159,24 @@ def test_sigterm_stops_a_real_run_cleanly_and_a_second_signal_promptly(tmp_path)
 
 
 def test_a_run_that_fails_while_loading_leaves_no_directory(tmp_path):
-    def broken_model(recipe):
+    def broken_model(recipe, warn):
         raise OSError("model.safetensors: no such file")
 
     overrides = [f"trainer.output_dir={tmp_path / 'runs'}"]
     with pytest.raises(OSError):
         start_run(
             load_recipe("dapo", overrides), RunOptions(name="x"), print, overrides, make_session=broken_model
+        )
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_an_interrupt_a_library_swallowed_still_stops_the_run_before_it_starts(tmp_path, monkeypatch):
+    from rlrun import interrupt
+
+    monkeypatch.setattr(interrupt, "_requested", True)  # Ctrl-C came, its KeyboardInterrupt got lost
+    overrides = [f"trainer.output_dir={tmp_path / 'runs'}"]
+    with pytest.raises(KeyboardInterrupt):
+        start_run(
+            load_recipe("dapo", overrides), RunOptions(name="x"), print, overrides, make_session=_fake_session
         )
     assert list(tmp_path.iterdir()) == []

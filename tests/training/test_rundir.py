@@ -1,4 +1,5 @@
 import json
+import math
 import os
 import subprocess
 import sys
@@ -10,7 +11,16 @@ import torch
 from accelerate.utils import DistributedType
 
 from rlrun.errors import RecipeError
-from rlrun.training.rundir import RunDir, check_run_name, git_state, package_versions, run_setup
+from rlrun.training.rundir import (
+    RunDir,
+    check_run_name,
+    git_state,
+    package_versions,
+    read_metrics,
+    run_setup,
+    truncate_jsonl,
+    wall_time_at,
+)
 
 
 def test_new_run_dir_is_created(tmp_path):
@@ -180,3 +190,60 @@ def test_a_directory_made_for_a_run_that_never_started_is_removed(tmp_path):
     kept.write_meta({"status": "failed"})
     kept.discard_if_unused()
     assert kept.path.is_dir()
+
+
+def test_rows_of_one_step_merge_and_a_resume_supersedes_later_rows(tmp_path):
+    lines = [
+        {"step": 1, "a": 1.0},
+        {"step": 2, "a": 2.0},
+        {"step": 2, "val/accuracy": 0.5},
+        {"step": 3, "a": 3.0},
+        {"step": 2, "a": 20.0},
+        {"step": 3, "a": 30.0},
+    ]
+    path = tmp_path / "metrics.jsonl"
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    notes: list[str] = []
+    rows = read_metrics(path, notes)
+    assert rows == [{"step": 1, "a": 1.0}, {"step": 2, "a": 20.0}, {"step": 3, "a": 30.0}]
+    assert notes == ["resumed at step 2: 2 earlier rows superseded"]
+
+
+def test_the_evaluation_before_training_has_trained_on_no_samples(tmp_path):
+    path = tmp_path / "metrics.jsonl"
+    path.write_text('{"step": 0, "val/accuracy": 0.5}\n{"step": 1, "samples": 16}\n')
+    assert read_metrics(path, []) == [
+        {"step": 0, "val/accuracy": 0.5, "samples": 0},
+        {"step": 1, "samples": 16},
+    ]
+
+
+def test_non_finite_values_survive_reading(tmp_path):
+    path = tmp_path / "metrics.jsonl"
+    # Python's json writes NaN/Infinity bare; other writers quote them
+    path.write_text('{"step": 1, "a": NaN, "b": Infinity, "c": "-inf", "d": "text"}\nnot json\n{"step": 2}\n')
+    notes: list[str] = []
+    rows = read_metrics(path, notes)
+    assert math.isnan(rows[0]["a"]) and rows[0]["b"] == math.inf and rows[0]["c"] == -math.inf
+    assert "d" not in rows[0] and [row["step"] for row in rows] == [1, 2]
+    assert notes == ["metrics.jsonl: 1 unreadable line(s) skipped"]
+
+
+def test_truncating_keeps_the_steps_up_to_the_checkpoint_and_drops_a_torn_line(tmp_path):
+    path = tmp_path / "metrics.jsonl"
+    path.write_text('{"step": 1, "a": 1}\n{"step": 2, "a": 2}\n{"step": 3, "a": 3}\n{"step": 4, "a"')
+    truncate_jsonl(path, 2)
+    assert path.read_text() == '{"step": 1, "a": 1}\n{"step": 2, "a": 2}\n'
+    truncate_jsonl(tmp_path / "absent.jsonl", 2)  # nothing to cut
+    assert not (tmp_path / "absent.jsonl").exists()
+
+
+def test_a_resumed_run_keeps_counting_wall_time_from_its_checkpoint_step(tmp_path):
+    path = tmp_path / "metrics.jsonl"
+    path.write_text(
+        '{"step": 1, "wall_time_s": 2.0}\n{"step": 2, "wall_time_s": 4.5}\n{"step": 2, "val/a": 1}\n'
+        '{"step": 3, "wall_time_s": 7.0}\ntorn'
+    )
+    assert wall_time_at(path, 2) == 4.5
+    assert wall_time_at(path, 0) == 0.0
+    assert wall_time_at(tmp_path / "absent.jsonl", 2) == 0.0
