@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rlrun.compare.diff import MISSING, flatten
+from rlrun.tasks.arithmetic import DATA_SOURCE as ARITHMETIC
 
 _IGNORED_DATA_KEYS = ("data.shuffle", "data.seed")  # the order of the data, not the data
 
@@ -27,7 +28,7 @@ def _is_dataset_key(key: str, flat: Mapping[str, Any]) -> bool:
     if not key.startswith("data.") or key in _IGNORED_DATA_KEYS:
         return False
     # the generator's settings only matter when the generator is the source
-    return not key.startswith("data.arithmetic.") or flat.get("data.source") == "rlrun:arithmetic"
+    return not key.startswith("data.arithmetic.") or flat.get("data.source") == ARITHMETIC
 
 
 ASPECTS = (

@@ -10,9 +10,9 @@ from typing import Any
 
 from rlrun.errors import ConfigIssue, RecipeError
 from rlrun.schema.data import Arithmetic
+from rlrun.tasks.arithmetic import DATA_SOURCE as ARITHMETIC
 from rlrun.tasks.arithmetic import ArithmeticTask
 
-ARITHMETIC = "rlrun:arithmetic"
 FILE_SUFFIXES = (".jsonl", ".json", ".parquet")
 DATA_EXTRA = "pip install 'rlrun[data]'"
 

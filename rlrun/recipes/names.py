@@ -7,7 +7,7 @@ import importlib
 import importlib.machinery
 import importlib.util
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from rlrun.components import registries
@@ -211,7 +211,11 @@ def _reward_kwargs_issues(
 
 
 def _check_reward_model(
-    index: int, entry: RewardModel, provenance: Provenance, check_config: Any, local_config: Any
+    index: int,
+    entry: RewardModel,
+    provenance: Provenance,
+    check_config: Callable[[dict[str, Any], int | str | None], str | None],
+    local_config: Callable[[str], dict[str, Any] | None],
 ) -> Iterator[ConfigIssue]:
     """A reward model on this machine must be a one-output classifier, or name its `label`
     (its config.json is read; nothing loads). A hub id is checked when it loads."""

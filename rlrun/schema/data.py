@@ -7,6 +7,7 @@ from typing import Literal
 from pydantic import Field
 
 from rlrun.schema.base import NonNegativeInt, PositiveInt, Section
+from rlrun.tasks.arithmetic import DATA_SOURCE as ARITHMETIC_SOURCE
 
 PROMPT_PLACEHOLDER = "{prompt}"  # where data.prompt_template puts the dataset's prompt
 
@@ -27,7 +28,7 @@ class Arithmetic(Section):
 
 
 class Data(Section):
-    source: str = Field("rlrun:arithmetic", min_length=1)
+    source: str = Field(ARITHMETIC_SOURCE, min_length=1)
     """rlrun:arithmetic | a .jsonl/.json/.parquet file | hf:<dataset name>"""
     val_source: str | None = None
     """null = the source's own validation split (generator, hf:); a file has none"""

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 OPERATORS = ("+", "-", "*")
-DATA_SOURCE = "rlrun:arithmetic"
+DATA_SOURCE = "rlrun:arithmetic"  # `data.source` naming this task (the default)
 _ENUMERATE_LIMIT = 4_000_000  # problem spaces up to this size are enumerated, larger ones sampled
 _HASH_BUCKETS = 1000
 
