@@ -54,6 +54,9 @@ class Spec:
     seed: int
     val_prompts: int
     work_dir: str
+    prompts_per_step: int = PROMPTS_PER_STEP
+    samples_per_prompt: int = SAMPLES_PER_PROMPT
+    chat: bool = False  # the real model: chat-template prompts asking for the number, math_answer reward
 
 
 @dataclass
@@ -100,30 +103,58 @@ def exact_match_reward() -> Callable[[list[str], list[str], list[str]], list[flo
     return REWARDS.get("rlrun:exact_match")
 
 
+# The real model answers in words unless asked: the real recipes' wording (recipes/real/), and a
+# reward that reads the last number (`23 + 58 = 81`).
+CHAT_TEMPLATE = "What is {prompt}? Answer with only the number."
+
+
+def task_reward(chat: bool) -> Callable[[list[str], list[str], list[str]], list[float]]:
+    from rlrun.rewards import REWARDS
+
+    return REWARDS.get("rlrun:math_answer" if chat else "rlrun:exact_match")
+
+
+def chat_messages(prompt: str) -> list[dict[str, str]]:
+    return [{"role": "user", "content": CHAT_TEMPLATE.format(prompt=prompt)}]
+
+
 def load_tokenizer(model_dir: str) -> PreTrainedTokenizerBase:
     return AutoTokenizer.from_pretrained(model_dir, padding_side="left")
 
 
 @torch.no_grad()
 def greedy_accuracy(
-    model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, val: list[dict[str, str]]
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    val: list[dict[str, str]],
+    *,
+    chat: bool = False,
+    max_new_tokens: int = 8,
 ) -> float:
-    """Exact-match accuracy of greedy answers (at most 8 new tokens, stopping at EOS), one batch."""
+    """Accuracy of greedy answers (at most `max_new_tokens`, stopping at EOS), one batch: exact
+    match, or with `chat` the real model's prompt form and `rlrun:math_answer`."""
     was_training = model.training
     model.eval()
     prompts = [r["prompt"] for r in val]
-    batch = tokenizer(prompts, return_tensors="pt", padding=True).to(model.device)
+    if chat:
+        prompts = [
+            tokenizer.apply_chat_template(chat_messages(p), tokenize=False, add_generation_prompt=True)
+            for p in prompts
+        ]
+    batch = tokenizer(prompts, return_tensors="pt", padding=True, add_special_tokens=not chat).to(
+        model.device
+    )
     out = model.generate(
         **batch,
         do_sample=False,
-        max_new_tokens=8,
+        max_new_tokens=max_new_tokens,
         min_new_tokens=0,
         eos_token_id=tokenizer.eos_token_id,
         pad_token_id=tokenizer.pad_token_id,
     )
     completions = tokenizer.batch_decode(out[:, batch["input_ids"].shape[1] :], skip_special_tokens=True)
     model.train(was_training)
-    scores = exact_match_reward()(prompts, completions, [r["answer"] for r in val])
+    scores = task_reward(chat)(prompts, completions, [r["answer"] for r in val])
     return sum(scores) / len(scores)
 
 
@@ -146,18 +177,21 @@ def run_trl(spec: Spec) -> Result:
     from trl import GRPOConfig, GRPOTrainer
 
     train, val = arithmetic_splits(spec.val_prompts)
+    if spec.chat:  # conversational prompts: TRL applies the chat template itself
+        train = [{**r, "prompt": chat_messages(r["prompt"])} for r in train]
     tokens_per_step: list[int] = []
-    score = exact_match_reward()
+    score = task_reward(spec.chat)
 
     def reward(
-        prompts: list[str],
-        completions: list[str],
+        prompts: list,
+        completions: list,
         completion_ids: list[list[int]],
         answer: list[str],
         **_: object,
     ) -> list[float]:
         tokens_per_step.append(sum(map(len, completion_ids)))
-        return score(prompts, completions, answer)
+        texts = [c[-1]["content"] if isinstance(c, list) else c for c in completions]
+        return score([str(p) for p in prompts], texts, answer)
 
     class StepClock(TrainerCallback):
         def __init__(self) -> None:
@@ -172,8 +206,8 @@ def run_trl(spec: Spec) -> Result:
     config = GRPOConfig(
         output_dir=str(Path(spec.work_dir) / "trl"),
         max_steps=spec.steps,
-        per_device_train_batch_size=PROMPTS_PER_STEP * SAMPLES_PER_PROMPT,  # one optimizer step per rollout
-        num_generations=SAMPLES_PER_PROMPT,
+        per_device_train_batch_size=spec.prompts_per_step * spec.samples_per_prompt,  # one step per rollout
+        num_generations=spec.samples_per_prompt,
         max_completion_length=spec.max_new_tokens,
         generation_kwargs={"min_new_tokens": spec.max_new_tokens} if spec.fixed_length else None,
         temperature=1.0,
@@ -206,7 +240,13 @@ def run_trl(spec: Spec) -> Result:
         callbacks=[clock],
     )
     trainer.train()
-    acc_after = greedy_accuracy(trainer.model, load_tokenizer(spec.model_dir), val)
+    acc_after = greedy_accuracy(
+        trainer.model,
+        load_tokenizer(spec.model_dir),
+        val,
+        chat=spec.chat,
+        max_new_tokens=spec.max_new_tokens if spec.chat else 8,
+    )
     step_times = [b - a for a, b in pairwise(clock.marks)]
     return Result(spec, step_times, tokens_per_step, peak_rss_mib(), acc_after)
 
@@ -216,13 +256,18 @@ def run_trl(spec: Spec) -> Result:
 
 def rlrun_overrides(spec: Spec) -> list[str]:
     """The built-in GRPO recipe, with every knob that TRL also has set to the shared value."""
+    chat = [
+        "data.apply_chat_template=true",
+        f"data.prompt_template={json.dumps(CHAT_TEMPLATE)}",
+        "reward.functions=[{fn: rlrun:math_answer}]",
+    ]
     return [
         f"model.path={spec.model_dir}",
-        "data.apply_chat_template=false",  # TRL tokenises a plain-text prompt as is
+        *(chat if spec.chat else ["data.apply_chat_template=false"]),  # TRL tokenises plain text as is
         f"trainer.total_steps={spec.steps}",
         f"trainer.seed={spec.seed}",
-        f"trainer.prompts_per_step={PROMPTS_PER_STEP}",
-        f"rollout.n={SAMPLES_PER_PROMPT}",
+        f"trainer.prompts_per_step={spec.prompts_per_step}",
+        f"rollout.n={spec.samples_per_prompt}",
         f"rollout.max_response_tokens={spec.max_new_tokens}",
         f"rollout.min_response_tokens={spec.max_new_tokens if spec.fixed_length else 0}",  # TRL: min_new_tokens
         "rollout.temperature=1.0",
@@ -242,8 +287,8 @@ def rlrun_overrides(spec: Spec) -> list[str]:
         "actor.lr_scheduler.warmup_steps=0",
         "actor.grad_clip=1.0",
         "actor.ppo_epochs=1",
-        f"actor.mini_batch_samples={PROMPTS_PER_STEP * SAMPLES_PER_PROMPT}",
-        f"actor.micro_batch_samples={PROMPTS_PER_STEP * SAMPLES_PER_PROMPT}",
+        f"actor.mini_batch_samples={spec.prompts_per_step * spec.samples_per_prompt}",
+        f"actor.micro_batch_samples={spec.prompts_per_step * spec.samples_per_prompt}",
         f"actor.kl_loss.enabled={str(spec.beta > 0).lower()}",
         f"actor.kl_loss.coef={spec.beta}",
         "actor.kl_loss.estimator=low_var_kl",  # k3, as TRL
@@ -268,8 +313,16 @@ def run_rlrun(spec: Spec) -> Result:
     steps = [m for m in records if m["step"] > 0]
     walls = [records[0]["wall_time_s"]] + [m["wall_time_s"] for m in steps]
     step_times = [b - a for a, b in pairwise(walls)]
-    tokens = [round(m["response_length/mean"] * PROMPTS_PER_STEP * SAMPLES_PER_PROMPT) for m in steps]
-    acc_after = greedy_accuracy(run.session.unwrapped_policy, load_tokenizer(spec.model_dir), val)
+    tokens = [
+        round(m["response_length/mean"] * spec.prompts_per_step * spec.samples_per_prompt) for m in steps
+    ]
+    acc_after = greedy_accuracy(
+        run.session.unwrapped_policy,
+        load_tokenizer(spec.model_dir),
+        val,
+        chat=spec.chat,
+        max_new_tokens=spec.max_new_tokens if spec.chat else 8,
+    )
     return Result(spec, step_times, tokens, peak_rss_mib(), acc_after)
 
 
@@ -409,7 +462,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--steps", type=int, default=300, help="GRPO steps on the tiny workload")
     parser.add_argument("--steps-30m", type=int, default=5, help="GRPO steps on the ~30M workload")
-    parser.add_argument("--workloads", default="tiny,30m", help="comma-separated subset of tiny,30m")
+    parser.add_argument("--steps-real", type=int, default=5, help="GRPO steps on the real model")
+    parser.add_argument(
+        "--workloads",
+        default="tiny,30m",
+        help="comma-separated subset of tiny,30m,smollm2 (smollm2: SmolLM2-135M-Instruct, rlrun[real])",
+    )
     parser.add_argument(
         "--kl", default="off,on", help="comma-separated subset of off,on (on = beta 0.04, k3)"
     )
@@ -439,21 +497,44 @@ def main() -> None:
     acc_before: dict[str, float] = {}
     with tempfile.TemporaryDirectory(prefix="vs_trl_") as tmp:
         tiny_dir = str(resolve_model_path(args.model))
-        workloads = {"tiny": (tiny_dir, 8, False, args.steps)}
+        # workload -> (model folder, response tokens, fixed length, steps, lr, prompts, samples, chat)
+        workloads = {
+            "tiny": (tiny_dir, 8, False, args.steps, lr, PROMPTS_PER_STEP, SAMPLES_PER_PROMPT, False)
+        }
         if "30m" in args.workloads:
             big_dir = Path(tmp) / "model-30m"
             params = build_scaled_model(tiny_dir, big_dir, args.seed)
             print(f"30m workload: {params / 1e6:.1f}M parameters, random init (seed {args.seed})", flush=True)
-            workloads["30m"] = (str(big_dir), 64, True, args.steps_30m)
+            workloads["30m"] = (
+                str(big_dir),
+                64,
+                True,
+                args.steps_30m,
+                lr,
+                PROMPTS_PER_STEP,
+                SAMPLES_PER_PROMPT,
+                False,
+            )
+        if "smollm2" in args.workloads:
+            # The real recipe's shape (recipes/real/grpo_smollm2.yaml): 8 prompts x 4 samples,
+            # lr 5e-5; responses end at EOS (natural lengths), up to 64 tokens.
+            real = load_recipe(builtin_path("real/grpo_smollm2"), []).recipe
+            real_dir = str(resolve_model_path(real.model.path))
+            real_lr = args.lr or real.actor.optimizer.lr
+            workloads["smollm2"] = (real_dir, 64, False, args.steps_real, real_lr, 8, 4, True)
         for name in args.workloads.split(","):
             # The same weights and greedy code on both sides: one "before" figure per workload.
-            model_dir = workloads[name][0]
+            model_dir, max_new, chat = workloads[name][0], workloads[name][1], workloads[name][7]
             acc_before[name] = greedy_accuracy(
-                AutoModelForCausalLM.from_pretrained(model_dir), load_tokenizer(model_dir), val
+                AutoModelForCausalLM.from_pretrained(model_dir),
+                load_tokenizer(model_dir),
+                val,
+                chat=chat,
+                max_new_tokens=max_new if chat else 8,
             )
         runs = [(w, k) for w in args.workloads.split(",") for k in args.kl.split(",")]
         for i, (name, kl) in enumerate(runs):
-            model_dir, max_new, fixed, steps = workloads[name]
+            model_dir, max_new, fixed, steps, run_lr, prompts, samples, chat = workloads[name]
             order = ("trl", "rlrun") if i % 2 == 0 else ("rlrun", "trl")  # ABBA against drift
             for side in (s for s in order if s in args.sides.split(",")):
                 spec = Spec(
@@ -464,10 +545,13 @@ def main() -> None:
                     steps,
                     max_new,
                     fixed,
-                    lr,
+                    run_lr,
                     args.seed,
                     args.val_prompts,
                     str(Path(tmp) / f"{name}-{kl}-{side}"),
+                    prompts,
+                    samples,
+                    chat,
                 )
                 started = time.perf_counter()
                 r = run_side(spec)
