@@ -21,7 +21,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from itertools import pairwise
 from pathlib import Path
 
@@ -57,6 +57,11 @@ class Spec:
     prompts_per_step: int = PROMPTS_PER_STEP
     samples_per_prompt: int = SAMPLES_PER_PROMPT
     chat: bool = False  # the real model: chat-template prompts asking for the number, math_answer reward
+
+    @property
+    def eval_tokens(self) -> int:
+        """Greedy evaluation's answer length: the arithmetic answer (8), or the real model's budget."""
+        return self.max_new_tokens if self.chat else 8
 
 
 @dataclass
@@ -245,7 +250,7 @@ def run_trl(spec: Spec) -> Result:
         load_tokenizer(spec.model_dir),
         val,
         chat=spec.chat,
-        max_new_tokens=spec.max_new_tokens if spec.chat else 8,
+        max_new_tokens=spec.eval_tokens,
     )
     step_times = [b - a for a, b in pairwise(clock.marks)]
     return Result(spec, step_times, tokens_per_step, peak_rss_mib(), acc_after)
@@ -321,7 +326,7 @@ def run_rlrun(spec: Spec) -> Result:
         load_tokenizer(spec.model_dir),
         val,
         chat=spec.chat,
-        max_new_tokens=spec.max_new_tokens if spec.chat else 8,
+        max_new_tokens=spec.eval_tokens,
     )
     return Result(spec, step_times, tokens, peak_rss_mib(), acc_after)
 
@@ -497,67 +502,49 @@ def main() -> None:
     acc_before: dict[str, float] = {}
     with tempfile.TemporaryDirectory(prefix="vs_trl_") as tmp:
         tiny_dir = str(resolve_model_path(args.model))
-        # workload -> (model folder, response tokens, fixed length, steps, lr, prompts, samples, chat)
-        workloads = {
-            "tiny": (tiny_dir, 8, False, args.steps, lr, PROMPTS_PER_STEP, SAMPLES_PER_PROMPT, False)
-        }
+        # Each workload's Spec, its side, KL and folder filled in per run.
+        shared = {"side": "", "beta": 0.0, "seed": args.seed, "val_prompts": args.val_prompts, "work_dir": ""}
+        workloads = {"tiny": Spec(workload="tiny", model_dir=tiny_dir, steps=args.steps, max_new_tokens=8,
+                                  fixed_length=False, lr=lr, **shared)}  # fmt: skip
         if "30m" in args.workloads:
             big_dir = Path(tmp) / "model-30m"
             params = build_scaled_model(tiny_dir, big_dir, args.seed)
             print(f"30m workload: {params / 1e6:.1f}M parameters, random init (seed {args.seed})", flush=True)
-            workloads["30m"] = (
-                str(big_dir),
-                64,
-                True,
-                args.steps_30m,
-                lr,
-                PROMPTS_PER_STEP,
-                SAMPLES_PER_PROMPT,
-                False,
-            )
+            workloads["30m"] = Spec(workload="30m", model_dir=str(big_dir), steps=args.steps_30m, max_new_tokens=64,
+                                    fixed_length=True, lr=lr, **shared)  # fmt: skip
         if "smollm2" in args.workloads:
             # The real recipe's shape (recipes/real/grpo_smollm2.yaml): 8 prompts x 4 samples,
             # lr 5e-5; responses end at EOS (natural lengths), up to 64 tokens.
             real = load_recipe(builtin_path("real/grpo_smollm2"), []).recipe
-            real_dir = str(resolve_model_path(real.model.path))
-            real_lr = args.lr or real.actor.optimizer.lr
-            workloads["smollm2"] = (real_dir, 64, False, args.steps_real, real_lr, 8, 4, True)
+            workloads["smollm2"] = Spec(workload="smollm2", model_dir=str(resolve_model_path(real.model.path)),
+                                        steps=args.steps_real, max_new_tokens=64, fixed_length=False,
+                                        lr=args.lr or real.actor.optimizer.lr, prompts_per_step=8,
+                                        samples_per_prompt=4, chat=True, **shared)  # fmt: skip
         for name in args.workloads.split(","):
             # The same weights and greedy code on both sides: one "before" figure per workload.
-            model_dir, max_new, chat = workloads[name][0], workloads[name][1], workloads[name][7]
+            w = workloads[name]
             acc_before[name] = greedy_accuracy(
-                AutoModelForCausalLM.from_pretrained(model_dir),
-                load_tokenizer(model_dir),
+                AutoModelForCausalLM.from_pretrained(w.model_dir),
+                load_tokenizer(w.model_dir),
                 val,
-                chat=chat,
-                max_new_tokens=max_new if chat else 8,
+                chat=w.chat,
+                max_new_tokens=w.eval_tokens,
             )
         runs = [(w, k) for w in args.workloads.split(",") for k in args.kl.split(",")]
         for i, (name, kl) in enumerate(runs):
-            model_dir, max_new, fixed, steps, run_lr, prompts, samples, chat = workloads[name]
             order = ("trl", "rlrun") if i % 2 == 0 else ("rlrun", "trl")  # ABBA against drift
             for side in (s for s in order if s in args.sides.split(",")):
-                spec = Spec(
-                    side,
-                    name,
-                    model_dir,
-                    betas[kl],
-                    steps,
-                    max_new,
-                    fixed,
-                    run_lr,
-                    args.seed,
-                    args.val_prompts,
-                    str(Path(tmp) / f"{name}-{kl}-{side}"),
-                    prompts,
-                    samples,
-                    chat,
+                spec = replace(
+                    workloads[name],
+                    side=side,
+                    beta=betas[kl],
+                    work_dir=str(Path(tmp) / f"{name}-{kl}-{side}"),
                 )
                 started = time.perf_counter()
                 r = run_side(spec)
                 results.append(r)
                 print(
-                    f"{name:>5} KL {kl:<3} {side:<5}: {steps} steps, median {r.median_step_s:.3f} s/step, "
+                    f"{name:>5} KL {kl:<3} {side:<5}: {spec.steps} steps, median {r.median_step_s:.3f} s/step, "
                     f"{r.tokens_per_s:,.0f} tok/s, peak RSS {r.peak_rss_mib:,.0f} MiB, "
                     f"acc {acc_before[name]:.1%} -> {r.acc_after:.1%}  "
                     f"({time.perf_counter() - started:.0f} s wall)",
