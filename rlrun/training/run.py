@@ -124,6 +124,7 @@ class Run:
         self.profile_dir = path / "profile" if options.profile else None
         self.start_wall = 0.0
         self.stop_requested = False
+        self.closing = False  # the end is being recorded: a further signal must not cut it short
         self.step_seconds: list[float] = []  # this invocation's step times, for the slow-step note
         wandb_id = None
         if resumed is not None:
@@ -282,14 +283,17 @@ class Run:
                         self.checkpoint()
                 except KeyboardInterrupt:  # a second signal while saving: the partial save is ignored
                     pass
+            self.close(status)
+            if status == "interrupted":
                 self.say(
                     f"Interrupted at step {self.session.step}. Continue with `rlrun resume {self.dir.path}`."
                 )
-            self.close(status)
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
 
     def _on_stop_signal(self, signum: int, frame: Any) -> None:
+        if self.closing:
+            return
         if self.stop_requested:
             raise KeyboardInterrupt
         self.stop_requested = True
@@ -297,9 +301,12 @@ class Run:
         self.say(f"{name}: finishing this step, then saving a checkpoint (Ctrl-C again stops at once).")
 
     def close(self, status: str) -> None:
+        """Record how the run ended (meta.json first: it is what `compare` and `resume` read),
+        then close the sinks; signals arriving meanwhile are ignored."""
+        self.closing = True
         if self.main:
-            self.logger.close(status)
             self.dir.update_meta(status=status, end_time=now_iso(), final_step=self.session.step)
+            self.logger.close(status)
             self.dir.release()
         self.status = status
 

@@ -81,7 +81,7 @@ def _supervised_run(tmp_path):
     """A `Run` with only what `supervise` touches; records its checkpoints and final status."""
     run = Run.__new__(Run)
     run.session = SimpleNamespace(step=4)
-    run.stop_requested = False
+    run.stop_requested = run.closing = False
     run.dir = SimpleNamespace(path=tmp_path)
     run.checkpoint_due = lambda step: False
     run.said, run.saved = [], []
@@ -110,6 +110,26 @@ def test_a_second_signal_stops_at_once_and_saves_no_half_done_step(tmp_path):
         os.kill(os.getpid(), signal.SIGINT)  # still inside step 5: its updates are half applied
         run.session.step = 5  # never reached
     assert run.status == "interrupted" and run.saved == []  # before the fix: step 4's label on half of step 5
+
+
+def test_a_second_signal_while_the_end_is_recorded_still_leaves_the_status_written(tmp_path):
+    """The CI failure this guards: SIGTERM, the step ended, SIGINT landed while meta.json was
+    being written and the run was left marked "running"."""
+    run = _supervised_run(tmp_path)
+    written = []
+    run.main = True
+    run.logger = SimpleNamespace(close=lambda status: None)
+    run.dir = SimpleNamespace(path=tmp_path, release=lambda: None)
+
+    def update_meta(**fields):
+        os.kill(os.getpid(), signal.SIGINT)  # the impatient second signal, mid-write
+        written.append(fields["status"])
+
+    run.dir.update_meta = update_meta
+    del run.close  # the real one
+    with run.supervise():
+        os.kill(os.getpid(), signal.SIGTERM)
+    assert written == ["interrupted"] and run.status == "interrupted" and run.saved == [4]
 
 
 def _cli(*args: str) -> subprocess.Popen:
