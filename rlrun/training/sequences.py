@@ -16,8 +16,9 @@ import torch
 
 from rlrun.algorithms.masked import entropy_from_logits
 from rlrun.data.padding import left_pad
-from rlrun.shared_prefix import cache_keyword, prefill, prompt_positions
+from rlrun.shared_prefix import base_model, cache_keyword, prefill, prompt_positions
 from rlrun.training.batching import split_by_tokens
+from rlrun.training.packing import PackedLayout, pack
 
 
 @dataclass
@@ -106,14 +107,26 @@ def pad_response(x: torch.Tensor, width: int) -> torch.Tensor:
     return torch.nn.functional.pad(x, (0, width - x.shape[1]))
 
 
-def response_logits(model: torch.nn.Module, seq: Sequences) -> torch.Tensor:
-    """(N, T, V) logits predicting each response token.
+def response_logits(model: torch.nn.Module, seq: Sequences, *, padding_free: bool = False) -> torch.Tensor:
+    """(N, T, V) logits predicting each response token (zeros past a response's end when
+    `padding_free`).
 
-    Rows that repeat a prompt (a group's n responses) share one forward pass of it: the prompt
-    runs once, its KV cache is gathered to the rows, and only the responses run per row.
-    Without repeats, or under gradient checkpointing (which would replay the cache appends),
-    every row runs whole."""
+    `padding_free` runs each distinct prompt's rows as one packed row without padding
+    (`packing`), where the model can take it (`packs`). Otherwise rows that repeat a prompt
+    (a group's n responses) share one forward pass of it: the prompt runs once, its KV cache
+    is gathered to the rows, and only the responses run per row. Without repeats, or under
+    gradient checkpointing (which would replay the cache appends), every row runs whole."""
     T, P = seq.response_mask.shape[1], seq.prompt_width
+    if padding_free and packs(model):
+        layout = _pack(model, seq)
+        out = model(
+            input_ids=layout.input_ids,
+            attention_mask=layout.attention_bias,
+            position_ids=layout.position_ids,
+            use_cache=False,
+            logits_to_keep=layout.input_ids.shape[1] - layout.first_needed_column,
+        )
+        return layout.gather(out.logits).float()
     prompts, rows = torch.unique(seq.prompt_index, return_inverse=True)
     if len(prompts) == len(rows) or _checkpointing(model):
         out = model(
@@ -138,6 +151,32 @@ def response_logits(model: torch.nn.Module, seq: Sequences) -> torch.Tensor:
     return torch.cat([first[rows].unsqueeze(1), out.logits[:, :-1]], 1).float()
 
 
+def packs(model: torch.nn.Module) -> bool:
+    """Whether the model computes the packed layout exactly. It needs a custom 4D attention
+    mask passed through unchanged: transformers' sdpa and eager attention take one (4.51's
+    `_update_causal_mask` and 5.x's `create_causal_mask` return a 4D mask as given), while
+    flash attention ignores it and flex attention wants a BlockMask. A sliding window would be
+    dropped with the model's own mask, so such models keep the padded layout too."""
+    config = base_model(model).config
+    window = getattr(config, "sliding_window", None) is not None and getattr(
+        config, "use_sliding_window", True
+    )
+    full = all(kind == "full_attention" for kind in getattr(config, "layer_types", None) or [])
+    return config._attn_implementation in ("sdpa", "eager") and not window and full
+
+
+def _pack(model: torch.nn.Module, seq: Sequences) -> PackedLayout:
+    return pack(
+        input_ids=seq.input_ids,
+        attention_mask=seq.attention_mask,
+        response_mask=seq.response_mask,
+        prompt_index=seq.prompt_index,
+        pad_id=seq.pad_id,
+        # the dtype transformers gives its own masks: the input embeddings'
+        dtype=base_model(model).get_input_embeddings().weight.dtype,
+    )
+
+
 def _checkpointing(model: torch.nn.Module) -> bool:
     inner = getattr(model, "module", model)
     for name in ("is_activation_checkpointing", "is_gradient_checkpointing"):  # transformers >= 5.2x, before
@@ -154,11 +193,12 @@ def response_log_probs(
     *,
     entropy: Literal["grad", "detached"] | None = None,
     return_logits: bool = False,
+    padding_free: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
     """(log_probs, entropy, logits) of the response tokens under the temperature-scaled
     distribution they were sampled from. Entropy is computed only when asked, with or without
     its gradient (a metric needs no backward through the vocabulary)."""
-    logits = response_logits(model, seq) / temperature
+    logits = response_logits(model, seq, padding_free=padding_free) / temperature
     log_probs = logits.log_softmax(-1).gather(-1, seq.response_ids.unsqueeze(-1)).squeeze(-1)
     ent = None
     if entropy is not None:
@@ -166,9 +206,18 @@ def response_log_probs(
     return log_probs, ent, logits if return_logits else None
 
 
-def response_values(critic: torch.nn.Module, seq: Sequences) -> torch.Tensor:
-    """(N, T) critic values of the states before each response token."""
+def response_values(critic: torch.nn.Module, seq: Sequences, *, padding_free: bool = False) -> torch.Tensor:
+    """(N, T) critic values of the states before each response token (0 past a response's end
+    when `padding_free`: see `response_logits`)."""
     T = seq.response_mask.shape[1]
+    if padding_free and packs(critic):
+        layout = _pack(critic, seq)
+        values = critic(
+            input_ids=layout.input_ids,
+            attention_mask=layout.attention_bias,
+            position_ids=layout.position_ids,
+        )
+        return layout.gather(values)
     values = critic(input_ids=seq.input_ids, attention_mask=seq.attention_mask, position_ids=seq.position_ids)
     return values[:, -T - 1 : -1]
 
