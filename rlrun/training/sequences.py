@@ -178,7 +178,7 @@ def _pack(model: torch.nn.Module, seq: Sequences) -> PackedLayout:
 
 
 def _checkpointing(model: torch.nn.Module) -> bool:
-    inner = getattr(model, "module", model)
+    inner = base_model(model)
     for name in ("is_activation_checkpointing", "is_gradient_checkpointing"):  # transformers >= 5.2x, before
         on = getattr(inner, name, None)
         if on is not None:

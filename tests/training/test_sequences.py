@@ -1,6 +1,18 @@
+from types import SimpleNamespace
+
+import pytest
 import torch
 
-from rlrun.training.sequences import Sequences, forward_batched, pad_response, response_log_probs
+from rlrun.shared_prefix import base_model
+from rlrun.training.models import ValueModel, load_causal_lm, with_lora
+from rlrun.training.sequences import (
+    Sequences,
+    forward_batched,
+    packs,
+    pad_response,
+    response_log_probs,
+    response_values,
+)
 
 
 def _seq():
@@ -106,3 +118,124 @@ def test_gradient_checkpointing_runs_rows_whole(random_lm):
     torch.testing.assert_close(
         log_probs, _row_by_row(random_lm, seq) * seq.response_mask, rtol=1e-4, atol=1e-5
     )
+
+
+# Padding-free (packed) against padded forward passes, on the embedded model, equal to float32
+# rounding: log-probs, entropies and values to atol 1e-5 (differences seen: <= 5e-7); each
+# parameter's gradient to 1e-5 of its largest entry (seen: <= 6e-6; its sums over ~100 tokens
+# run in another order, and the padded path against itself row by row differs as much).
+TOLERANCE = {"atol": 1e-5, "rtol": 0.0}
+
+
+def _assert_gradients_close(packed, padded):
+    for a, b in zip(packed, padded, strict=True):
+        torch.testing.assert_close(a, b, atol=1e-5 * max(1.0, float(b.abs().max())), rtol=0.0)
+
+
+@pytest.fixture(scope="module")
+def embedded_lm():
+    return load_causal_lm("rlrun:tiny-base")
+
+
+def _ragged_groups():
+    """Three prompts of 7, 2 and 5 tokens (left-padded) answered 3 times each, rows shuffled,
+    responses of 1 to 12 tokens (12 = the full width), one of a single token."""
+    generator = torch.Generator().manual_seed(0)
+    prompts = [torch.randint(3, 78, (length,), generator=generator).tolist() for length in (7, 2, 5)]
+    lengths = torch.tensor([1, 12, 4, 7, 2, 12, 3, 9, 5])
+    mask = (torch.arange(12) < lengths.unsqueeze(1)).long()
+    responses = torch.randint(3, 78, (9, 12), generator=generator) * mask
+    seq = Sequences.build(prompts, responses, mask, pad_id=0, n=3)
+    return seq.rows(torch.randperm(9, generator=generator))
+
+
+def _cases():
+    seq = _ragged_groups()
+    distinct = [int(torch.nonzero(seq.prompt_index == p)[0]) for p in range(3)]
+    return {
+        "groups": seq,
+        "no repeats": seq.rows(torch.tensor(distinct)),
+        "part of a group": seq.rows(torch.tensor([4, 0, 7])),
+    }
+
+
+def _loss_and_grads(model, seq, padding_free):
+    log_probs, entropy, _ = response_log_probs(model, seq, 0.7, entropy="grad", padding_free=padding_free)
+    m = seq.response_mask
+    loss = (log_probs * m).sum() + 0.1 * (entropy * m).sum()
+    return log_probs * m, entropy * m, _gradients(model, loss)
+
+
+def _gradients(model, loss):
+    """By `backward`, as training takes them (4.51's reentrant checkpointing refuses autograd.grad)."""
+    model.zero_grad(set_to_none=True)
+    loss.backward()
+    return [p.grad for p in model.parameters() if p.requires_grad]
+
+
+def _assert_packed_equals_padded(model, seq):
+    calls = []
+    hook = (
+        base_model(model)
+        .get_input_embeddings()
+        .register_forward_hook(lambda m, i, o: calls.append(tuple(i[0].shape)))
+    )
+    packed = _loss_and_grads(model, seq, padding_free=True)
+    hook.remove()
+    # one forward: a row per prompt, as wide as the longest prompt + its responses' real tokens
+    P, rows = seq.prompt_width, [seq.prompt_index == p for p in seq.prompt_index.unique()]
+    width = max(int(seq.attention_mask[r][0, :P].sum() + seq.response_mask[r].sum()) for r in rows)
+    assert calls == [(len(rows), width)]
+    padded = _loss_and_grads(model, seq, padding_free=False)
+    torch.testing.assert_close(packed[0], padded[0], **TOLERANCE)
+    torch.testing.assert_close(packed[1], padded[1], **TOLERANCE)
+    _assert_gradients_close(packed[2], padded[2])
+
+
+@pytest.mark.parametrize("case", ["groups", "no repeats", "part of a group"])
+def test_padding_free_log_probs_entropies_and_gradients_equal_the_padded_ones(embedded_lm, case):
+    _assert_packed_equals_padded(embedded_lm, _cases()[case])
+
+
+@pytest.mark.parametrize("attention", ["eager", "sdpa"])
+def test_padding_free_under_either_attention_and_gradient_checkpointing(attention):
+    model = load_causal_lm("rlrun:tiny-base")
+    model.config._attn_implementation = attention
+    _assert_packed_equals_padded(model, _ragged_groups())
+    getattr(model, "activation_checkpointing_enable", model.gradient_checkpointing_enable)()
+    _assert_packed_equals_padded(model, _ragged_groups())
+
+
+def test_padding_free_through_lora():
+    lora = with_lora(
+        load_causal_lm("rlrun:tiny-base"),
+        SimpleNamespace(r=4, alpha=8, dropout=0.0, target_modules=["q_proj", "v_proj"]),
+    )
+    for module in lora.modules():  # adapters start at B = 0: make them matter
+        if hasattr(module, "lora_B"):
+            torch.nn.init.normal_(module.lora_B["default"].weight, std=0.1)
+    _assert_packed_equals_padded(lora, _ragged_groups())
+
+
+def test_padding_free_critic_values_and_gradients_equal_the_padded_ones():
+    critic = ValueModel.from_pretrained("rlrun:tiny-base")
+    torch.manual_seed(0)
+    torch.nn.init.normal_(critic.value_head.weight)  # a zero head would make every value 0
+    for seq in _cases().values():
+        m = seq.response_mask
+        values = {free: response_values(critic, seq, padding_free=free) * m for free in (True, False)}
+        torch.testing.assert_close(values[True], values[False], **TOLERANCE)
+        grads = {free: _gradients(critic, (values[free] ** 2).sum()) for free in values}
+        _assert_gradients_close(grads[True], grads[False])
+
+
+def test_models_that_cannot_take_a_packed_mask_keep_the_padded_layout(embedded_lm):
+    def model(**config):
+        fake = torch.nn.Module()
+        fake.config = SimpleNamespace(**{"_attn_implementation": "sdpa", **config})
+        return fake
+
+    assert packs(embedded_lm) and packs(model(sliding_window=4096, use_sliding_window=False))
+    assert not packs(model(_attn_implementation="flash_attention_2"))
+    assert not packs(model(sliding_window=4096))  # Mistral-style: always on when set
+    assert not packs(model(layer_types=["full_attention", "sliding_attention"]))
