@@ -109,26 +109,28 @@ def pad_response(x: torch.Tensor, width: int) -> torch.Tensor:
 
 def response_logits(model: torch.nn.Module, seq: Sequences, *, padding_free: bool = False) -> torch.Tensor:
     """(N, T, V) logits predicting each response token (zeros past a response's end when
-    `padding_free`).
+    the packed layout ran).
 
-    `padding_free` runs each distinct prompt's rows as one packed row without padding
-    (`packing`), where the model can take it (`packs`). Otherwise rows that repeat a prompt
-    (a group's n responses) share one forward pass of it: the prompt runs once, its KV cache
-    is gathered to the rows, and only the responses run per row. Without repeats, or under
-    gradient checkpointing (which would replay the cache appends), every row runs whole."""
+    Rows that repeat a prompt (a group's n responses) share one forward pass of it: the prompt
+    runs once, its KV cache is gathered to the rows, and only the responses run per row.
+    Without repeats, or under gradient checkpointing (which would replay the cache appends),
+    every row runs whole. With `padding_free`, where it runs fewer tokens than that, each
+    prompt instead runs once with its rows' responses packed after it (`packing`)."""
     T, P = seq.response_mask.shape[1], seq.prompt_width
-    if padding_free and packs(model):
-        layout = _pack(model, seq)
+    prompts, rows = torch.unique(seq.prompt_index, return_inverse=True)
+    whole = len(prompts) == len(rows) or _checkpointing(model)
+    padded_tokens = seq.input_ids.numel() if whole else len(prompts) * P + seq.response_mask.numel()
+    if padding_free and (layout := _packed_if_smaller(model, seq, padded_tokens)):
+        columns = layout.needed_columns  # the same in every packed row: no logits for most prompt tokens
         out = model(
             input_ids=layout.input_ids,
             attention_mask=layout.attention_bias,
             position_ids=layout.position_ids,
             use_cache=False,
-            logits_to_keep=layout.input_ids.shape[1] - layout.first_needed_column,
+            logits_to_keep=columns,
         )
-        return layout.gather(out.logits).float()
-    prompts, rows = torch.unique(seq.prompt_index, return_inverse=True)
-    if len(prompts) == len(rows) or _checkpointing(model):
+        return layout.gather(out.logits, columns).float()
+    if whole:
         out = model(
             input_ids=seq.input_ids,
             attention_mask=seq.attention_mask,
@@ -165,8 +167,13 @@ def packs(model: torch.nn.Module) -> bool:
     return config._attn_implementation in ("sdpa", "eager") and not window and full
 
 
-def _pack(model: torch.nn.Module, seq: Sequences) -> PackedLayout:
-    return pack(
+def _packed_if_smaller(model: torch.nn.Module, seq: Sequences, padded_tokens: int) -> PackedLayout | None:
+    """The packed layout of `seq` if the model takes it and it runs fewer tokens than the
+    padded one's `padded_tokens` (responses near full length pack into little less, and then
+    attention over the packed rows' mask costs more than the padding saved)."""
+    if not packs(model):
+        return None
+    layout = pack(
         input_ids=seq.input_ids,
         attention_mask=seq.attention_mask,
         response_mask=seq.response_mask,
@@ -175,6 +182,7 @@ def _pack(model: torch.nn.Module, seq: Sequences) -> PackedLayout:
         # the dtype transformers gives its own masks: the input embeddings'
         dtype=base_model(model).get_input_embeddings().weight.dtype,
     )
+    return layout if layout.input_ids.numel() < padded_tokens else None
 
 
 def _checkpointing(model: torch.nn.Module) -> bool:
@@ -208,10 +216,9 @@ def response_log_probs(
 
 def response_values(critic: torch.nn.Module, seq: Sequences, *, padding_free: bool = False) -> torch.Tensor:
     """(N, T) critic values of the states before each response token (0 past a response's end
-    when `padding_free`: see `response_logits`)."""
+    when the packed layout ran: see `response_logits`)."""
     T = seq.response_mask.shape[1]
-    if padding_free and packs(critic):
-        layout = _pack(critic, seq)
+    if padding_free and (layout := _packed_if_smaller(critic, seq, seq.input_ids.numel())):
         values = critic(
             input_ids=layout.input_ids,
             attention_mask=layout.attention_bias,

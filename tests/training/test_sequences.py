@@ -151,7 +151,8 @@ def _ragged_groups():
 
 def _cases():
     seq = _ragged_groups()
-    distinct = [int(torch.nonzero(seq.prompt_index == p)[0]) for p in range(3)]
+    lengths = seq.response_mask.sum(-1)  # each prompt's shortest response (its longest: nothing to pack)
+    distinct = [int(torch.where(seq.prompt_index == p, lengths, 99).argmin()) for p in range(3)]
     return {
         "groups": seq,
         "no repeats": seq.rows(torch.tensor(distinct)),
@@ -182,10 +183,12 @@ def _assert_packed_equals_padded(model, seq):
     )
     packed = _loss_and_grads(model, seq, padding_free=True)
     hook.remove()
-    # one forward: a row per prompt, as wide as the longest prompt + its responses' real tokens
-    P, rows = seq.prompt_width, [seq.prompt_index == p for p in seq.prompt_index.unique()]
-    width = max(int(seq.attention_mask[r][0, :P].sum() + seq.response_mask[r].sum()) for r in rows)
-    assert calls == [(len(rows), width)]
+    # one forward, of rows as wide as the longest group (a prompt + its responses' real tokens),
+    # at most one per group (short groups share one), fewer tokens than the padded rows
+    P, groups = seq.prompt_width, [seq.prompt_index == p for p in seq.prompt_index.unique()]
+    width = max(int(seq.attention_mask[g][0, :P].sum() + seq.response_mask[g].sum()) for g in groups)
+    assert len(calls) == 1 and calls[0][1] == width and calls[0][0] <= len(groups)
+    assert calls[0][0] * calls[0][1] < seq.input_ids.numel()
     padded = _loss_and_grads(model, seq, padding_free=False)
     torch.testing.assert_close(packed[0], padded[0], **TOLERANCE)
     torch.testing.assert_close(packed[1], padded[1], **TOLERANCE)
@@ -223,7 +226,13 @@ def test_padding_free_critic_values_and_gradients_equal_the_padded_ones():
     torch.nn.init.normal_(critic.value_head.weight)  # a zero head would make every value 0
     for seq in _cases().values():
         m = seq.response_mask
+        tokens = []
+        hook = critic.get_input_embeddings().register_forward_hook(
+            lambda m, i, o, seen=tokens: seen.append(i[0].numel())
+        )
         values = {free: response_values(critic, seq, padding_free=free) * m for free in (True, False)}
+        hook.remove()
+        assert tokens[0] < tokens[1] == seq.input_ids.numel()  # packed, then padded
         torch.testing.assert_close(values[True], values[False], **TOLERANCE)
         grads = {free: _gradients(critic, (values[free] ** 2).sum()) for free in values}
         _assert_gradients_close(grads[True], grads[False])
@@ -239,3 +248,17 @@ def test_models_that_cannot_take_a_packed_mask_keep_the_padded_layout(embedded_l
     assert not packs(model(_attn_implementation="flash_attention_2"))
     assert not packs(model(sliding_window=4096))  # Mistral-style: always on when set
     assert not packs(model(layer_types=["full_attention", "sliding_attention"]))
+
+
+def test_the_padded_layout_runs_where_packing_would_not_run_fewer_tokens(embedded_lm):
+    """Full-length responses: the shared prompts (2 x 7) and the responses (4 x 3) run 26
+    tokens padded; packed they would take rows of 7 + 2 x 3 = 13 tokens, 2 x 13 = 26."""
+    responses = torch.randint(3, 78, (4, 3), generator=torch.Generator().manual_seed(0))
+    seq = Sequences.build([[5] * 7, [6] * 7], responses, torch.ones(4, 3), pad_id=0, n=2)
+    calls = []
+    hook = embedded_lm.model.embed_tokens.register_forward_hook(
+        lambda m, i, o: calls.append(tuple(i[0].shape))
+    )
+    response_log_probs(embedded_lm, seq, 0.7, padding_free=True)
+    hook.remove()
+    assert calls == [(2, 7), (4, 3)]  # prefill once per prompt, then the responses over the cache
