@@ -57,7 +57,7 @@ def main() -> None:
     def update(packed: bool) -> None:
         for rows in plan.micro:
             q = seq.rows(rows)
-            log_probs, entropy, _ = response_log_probs(model, q, 1.0, entropy="detached", padding_free=packed)
+            log_probs = response_log_probs(model, q, 1.0, entropy="detached", padding_free=packed)[0]
             (log_probs * q.response_mask).sum().backward()
         model.zero_grad(set_to_none=True)
 
