@@ -10,7 +10,9 @@ machine slows both alike:
 
 The ratio is padded / packed (above 1: padding-free is faster).
 
-    python benchmarks/padding_free.py [--model rlrun:smollm2-135m-instruct --chat --max-tokens 32]
+    python benchmarks/padding_free.py                      # the tiny model, as the grpo recipe
+    python benchmarks/padding_free.py --model rlrun:smollm2-135m-instruct --chat --prompts 8 --n 4 \
+        --max-tokens 32 --mini-batch 32 --micro-batch 16   # as real/grpo_smollm2
 """
 
 from __future__ import annotations
@@ -43,10 +45,17 @@ def main() -> None:
     parser.add_argument("--pairs", type=int, default=3)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--chat", action="store_true", help="wrap prompts in the tokenizer's chat template")
+    parser.add_argument(
+        "--gradient-checkpointing",
+        action="store_true",
+        help="as model.gradient_checkpointing (padded rows run whole)",
+    )
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     seq = sampled_sequences(args)
     model = load_causal_lm(args.model)
+    if args.gradient_checkpointing:
+        model.gradient_checkpointing_enable()
     plan = plan_minibatches(
         seq.response_mask,
         mini_batch=args.mini_batch,
@@ -74,7 +83,7 @@ def main() -> None:
         f"(mean {seq.attention_mask[:, : seq.prompt_width].sum(-1).float().mean():.1f}), responses mean "
         f"{lengths.mean():.1f} of {seq.response_mask.shape[1]} (min {lengths.min():.0f}), mini-batch "
         f"{args.mini_batch} rows in micro-batches of {args.micro_batch}, {args.threads} thread(s), "
-        f"{args.pairs} ABBA pair(s)"
+        f"{args.pairs} ABBA pair(s){', gradient checkpointing' if args.gradient_checkpointing else ''}"
     )
     for name, work in (("update", update), ("ref", ref)):
         work(True)  # warm-up: first-call allocations
