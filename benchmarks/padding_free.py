@@ -22,9 +22,9 @@ import statistics
 import time
 
 import torch
+from compaction import arithmetic_prompt_ids  # benchmarks/ is on the path of a script run from it
 
 from rlrun.rollout import ROLLOUT_ENGINES, SamplingParams
-from rlrun.tasks.arithmetic import ArithmeticTask
 from rlrun.training.batching import plan_minibatches
 from rlrun.training.models import load_causal_lm, load_tokenizer
 from rlrun.training.sequences import Sequences, forward_batched, response_log_probs
@@ -105,18 +105,7 @@ def sampled_sequences(args: argparse.Namespace) -> Sequences:
     """The model's own seeded responses to arithmetic prompts, as the trainer receives them."""
     tokenizer = load_tokenizer(args.model)
     model = load_causal_lm(args.model, trainable=False)
-    texts = [
-        f"What is {r['prompt']}? Answer with only the number."
-        for r in ArithmeticTask(digits=2).validation(args.prompts)
-    ]
-    if args.chat:
-        texts = [
-            tokenizer.apply_chat_template(
-                [{"role": "user", "content": t}], tokenize=False, add_generation_prompt=True
-            )
-            for t in texts
-        ]
-    prompt_ids = tokenizer(texts, add_special_tokens=False)["input_ids"]
+    prompt_ids = arithmetic_prompt_ids(tokenizer, args.prompts, chat=args.chat)
     sampling = SamplingParams(n=args.n, max_tokens=args.max_tokens, seed=0)
     batch = ROLLOUT_ENGINES.get("hf")(model, tokenizer).generate(prompt_ids, sampling)
     return Sequences.build(

@@ -9,7 +9,10 @@ def _layout():
     (an empty response); C = [9] by [17]; rows in the order A, B, A, C, B."""
     responses = torch.tensor([[11, 12, 0], [13, 0, 0], [14, 15, 16], [0, 0, 0], [17, 0, 0], [0, 0, 0]])
     seq = Sequences.build([[5, 6, 7], [8], [9]], responses, (responses != 0).long(), pad_id=0, n=2)
-    seq = seq.rows(torch.tensor([0, 2, 1, 4, 3]))
+    return _pack(seq.rows(torch.tensor([0, 2, 1, 4, 3])))
+
+
+def _pack(seq):
     return pack(
         input_ids=seq.input_ids,
         attention_mask=seq.attention_mask,
@@ -50,14 +53,7 @@ def test_a_token_attends_to_its_prompt_and_its_own_response_earlier_tokens_only(
 def test_end_padding_attends_to_itself():
     responses = torch.tensor([[11, 12], [13, 0]])
     seq = Sequences.build([[5, 6], [7]], responses, (responses != 0).long(), pad_id=0)
-    layout = pack(
-        input_ids=seq.input_ids,
-        attention_mask=seq.attention_mask,
-        response_mask=seq.response_mask,
-        prompt_index=seq.prompt_index,
-        pad_id=0,
-        dtype=torch.float32,
-    )
+    layout = _pack(seq)
     assert layout.input_ids.tolist() == [[5, 6, 11, 12], [7, 13, 0, 0]]
     assert (layout.attention_bias[1, 0, 2:] == 0).int().tolist() == [[0, 0, 1, 0], [0, 0, 1, 1]]
 
