@@ -119,8 +119,10 @@ def response_logits(model: torch.nn.Module, seq: Sequences, *, padding_free: boo
     T, P = seq.response_mask.shape[1], seq.prompt_width
     prompts, rows = torch.unique(seq.prompt_index, return_inverse=True)
     whole = len(prompts) == len(rows) or _checkpointing(model)
-    padded_tokens = seq.input_ids.numel() if whole else len(prompts) * P + seq.response_mask.numel()
-    if padding_free and (layout := _packed_if_smaller(model, seq, padded_tokens)):
+    N, G = len(rows), len(prompts)
+    # (tokens, attention pairs) of the padded layout: rows whole, or prompts once then responses
+    padded = (N * (P + T), N * (P + T) ** 2) if whole else (G * P + N * T, G * P * P + N * T * (P + T))
+    if padding_free and (layout := _packed_if_cheaper(model, seq, *padded)):
         columns = layout.needed_columns  # the same in every packed row: no logits for most prompt tokens
         out = model(
             input_ids=layout.input_ids,
@@ -158,19 +160,26 @@ def packs(model: torch.nn.Module) -> bool:
     mask passed through unchanged: transformers' sdpa and eager attention take one (4.51's
     `_update_causal_mask` and 5.x's `create_causal_mask` return a 4D mask as given), while
     flash attention ignores it and flex attention wants a BlockMask. A sliding window would be
-    dropped with the model's own mask, so such models keep the padded layout too."""
-    config = base_model(model).config
+    dropped with the model's own mask, so such models keep the padded layout too, as do models
+    outside transformers' own classes."""
+    inner = base_model(model)
+    config = inner.config
     window = getattr(config, "sliding_window", None) is not None and getattr(
         config, "use_sliding_window", True
     )
     full = all(kind == "full_attention" for kind in getattr(config, "layer_types", None) or [])
-    return config._attn_implementation in ("sdpa", "eager") and not window and full
+    # Remote code may prepare its mask its own way; ALiBi models build their biases from a 2D mask.
+    library = type(getattr(inner, "backbone", inner)).__module__.startswith("transformers.")
+    alibi = getattr(config, "alibi", False) or getattr(config, "model_type", None) in ("bloom", "mpt")
+    return config._attn_implementation in ("sdpa", "eager") and not (window or alibi) and full and library
 
 
-def _packed_if_smaller(model: torch.nn.Module, seq: Sequences, padded_tokens: int) -> PackedLayout | None:
-    """The packed layout of `seq` if the model takes it and it runs fewer tokens than the
-    padded one's `padded_tokens` (responses near full length pack into little less, and then
-    attention over the packed rows' mask costs more than the padding saved)."""
+def _packed_if_cheaper(
+    model: torch.nn.Module, seq: Sequences, padded_tokens: int, padded_pairs: int
+) -> PackedLayout | None:
+    """The packed layout of `seq` if the model takes it and it costs less than the padded one
+    (responses near full length pack into little less, while a packed row's attention spans
+    whole groups)."""
     if not packs(model):
         return None
     layout = pack(
@@ -182,7 +191,17 @@ def _packed_if_smaller(model: torch.nn.Module, seq: Sequences, padded_tokens: in
         # the dtype transformers gives its own masks: the input embeddings'
         dtype=base_model(model).get_input_embeddings().weight.dtype,
     )
-    return layout if layout.input_ids.numel() < padded_tokens else None
+    rows, width = layout.input_ids.shape
+    hidden = base_model(model).config.hidden_size
+    packed = forward_cost(tokens=rows * width, attention_pairs=rows * width**2, hidden_size=hidden)
+    padded = forward_cost(tokens=padded_tokens, attention_pairs=padded_pairs, hidden_size=hidden)
+    return layout if packed < padded else None
+
+
+def forward_cost(*, tokens: int, attention_pairs: int, hidden_size: int) -> float:
+    """A forward pass's compute in tokens: a token's linear layers take ~24·h² FLOPs a layer
+    (h = hidden size), attention ~4·h for each (query, key) pair it computes, masked or not."""
+    return tokens + attention_pairs / (6 * hidden_size)
 
 
 def _checkpointing(model: torch.nn.Module) -> bool:
@@ -218,7 +237,8 @@ def response_values(critic: torch.nn.Module, seq: Sequences, *, padding_free: bo
     """(N, T) critic values of the states before each response token (0 past a response's end
     when the packed layout ran: see `response_logits`)."""
     T = seq.response_mask.shape[1]
-    if padding_free and (layout := _packed_if_smaller(critic, seq, seq.input_ids.numel())):
+    whole = (seq.input_ids.numel(), seq.input_ids.numel() * seq.input_ids.shape[1])
+    if padding_free and (layout := _packed_if_cheaper(critic, seq, *whole)):
         values = critic(
             input_ids=layout.input_ids,
             attention_mask=layout.attention_bias,

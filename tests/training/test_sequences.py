@@ -8,6 +8,7 @@ from rlrun.training.models import ValueModel, load_causal_lm, with_lora
 from rlrun.training.sequences import (
     Sequences,
     forward_batched,
+    forward_cost,
     packs,
     pad_response,
     response_log_probs,
@@ -238,21 +239,33 @@ def test_padding_free_critic_values_and_gradients_equal_the_padded_ones():
         _assert_gradients_close(grads[True], grads[False])
 
 
-def test_models_that_cannot_take_a_packed_mask_keep_the_padded_layout(embedded_lm):
-    def model(**config):
-        fake = torch.nn.Module()
-        fake.config = SimpleNamespace(**{"_attn_implementation": "sdpa", **config})
-        return fake
+def test_models_that_cannot_take_a_packed_mask_keep_the_padded_layout(random_lm):
+    config = random_lm.config
+    assert packs(random_lm) and packs(ValueModel(random_lm.model))
+    for change, packed in [
+        ({"sliding_window": 4096, "use_sliding_window": False}, True),  # Qwen2's switch: off
+        ({"sliding_window": 4096, "use_sliding_window": True}, False),
+        ({"layer_types": ["full_attention", "sliding_attention"]}, False),
+        ({"_attn_implementation": "flash_attention_2"}, False),
+        ({"model_type": "bloom"}, False),  # ALiBi from a 2D mask
+    ]:
+        saved = {key: getattr(config, key, None) for key in change}
+        for key, value in change.items():
+            setattr(config, key, value)
+        assert packs(random_lm) == packed, change
+        for key, value in saved.items():
+            setattr(config, key, value)
 
-    assert packs(embedded_lm) and packs(model(sliding_window=4096, use_sliding_window=False))
-    assert not packs(model(_attn_implementation="flash_attention_2"))
-    assert not packs(model(sliding_window=4096))  # Mistral-style: always on when set
-    assert not packs(model(layer_types=["full_attention", "sliding_attention"]))
+    class RemoteCode(type(random_lm)):  # a model class from outside transformers
+        pass
+
+    assert not packs(RemoteCode(config))
 
 
 def test_the_padded_layout_runs_where_packing_would_not_run_fewer_tokens(embedded_lm):
     """Full-length responses: the shared prompts (2 x 7) and the responses (4 x 3) run 26
-    tokens padded; packed they would take rows of 7 + 2 x 3 = 13 tokens, 2 x 13 = 26."""
+    tokens padded, with 2 x 7² + 4 x 3 x 10 = 218 attention pairs; packed, rows of 7 + 2 x 3 =
+    13 tokens would run 26 too, but with 2 x 13² = 338 pairs."""
     responses = torch.randint(3, 78, (4, 3), generator=torch.Generator().manual_seed(0))
     seq = Sequences.build([[5] * 7, [6] * 7], responses, torch.ones(4, 3), pad_id=0, n=2)
     calls = []
@@ -262,3 +275,7 @@ def test_the_padded_layout_runs_where_packing_would_not_run_fewer_tokens(embedde
     response_log_probs(embedded_lm, seq, 0.7, padding_free=True)
     hook.remove()
     assert calls == [(2, 7), (4, 3)]  # prefill once per prompt, then the responses over the cache
+
+
+def test_forward_cost_counts_a_token_as_6_hidden_sizes_of_attention_pairs():
+    assert forward_cost(tokens=100, attention_pairs=6 * 128 * 10, hidden_size=128) == 110
