@@ -154,10 +154,15 @@ def _cases():
     seq = _ragged_groups()
     lengths = seq.response_mask.sum(-1)  # each prompt's shortest response (its longest: nothing to pack)
     distinct = [int(torch.where(seq.prompt_index == p, lengths, 99).argmin()) for p in range(3)]
+    # rows of 7 + 12 tokens; of 2 + 2 + 7 and 5 + 3, which share a packed row of 19
+    sharing = [(0, 12), (1, 2), (1, 7), (2, 3)]
     return {
         "groups": seq,
         "no repeats": seq.rows(torch.tensor(distinct)),
         "part of a group": seq.rows(torch.tensor([4, 0, 7])),
+        "groups sharing a row": seq.rows(
+            torch.tensor([int(((seq.prompt_index == p) & (lengths == n)).nonzero()) for p, n in sharing])
+        ),
     }
 
 
@@ -196,7 +201,7 @@ def _assert_packed_equals_padded(model, seq):
     _assert_gradients_close(packed[2], padded[2])
 
 
-@pytest.mark.parametrize("case", ["groups", "no repeats", "part of a group"])
+@pytest.mark.parametrize("case", ["groups", "no repeats", "part of a group", "groups sharing a row"])
 def test_padding_free_log_probs_entropies_and_gradients_equal_the_padded_ones(embedded_lm, case):
     _assert_packed_equals_padded(embedded_lm, _cases()[case])
 
