@@ -114,8 +114,9 @@ def response_logits(model: torch.nn.Module, seq: Sequences, *, padding_free: boo
     Rows that repeat a prompt (a group's n responses) share one forward pass of it: the prompt
     runs once, its KV cache is gathered to the rows, and only the responses run per row.
     Without repeats, or under gradient checkpointing (which would replay the cache appends),
-    every row runs whole. With `padding_free`, where it runs fewer tokens than that, each
-    prompt instead runs once with its rows' responses packed after it (`packing`)."""
+    every row runs whole. With `padding_free`, where it costs less compute than that
+    (`forward_cost`), each prompt instead runs once with its rows' responses packed after it
+    (`packing`)."""
     T, P = seq.response_mask.shape[1], seq.prompt_width
     prompts, rows = torch.unique(seq.prompt_index, return_inverse=True)
     whole = len(prompts) == len(rows) or _checkpointing(model)
@@ -237,8 +238,8 @@ def response_values(critic: torch.nn.Module, seq: Sequences, *, padding_free: bo
     """(N, T) critic values of the states before each response token (0 past a response's end
     when the packed layout ran: see `response_logits`)."""
     T = seq.response_mask.shape[1]
-    whole = (seq.input_ids.numel(), seq.input_ids.numel() * seq.input_ids.shape[1])
-    if padding_free and (layout := _packed_if_cheaper(critic, seq, *whole)):
+    padded = (seq.input_ids.numel(), seq.input_ids.numel() * seq.input_ids.shape[1])  # rows whole
+    if padding_free and (layout := _packed_if_cheaper(critic, seq, *padded)):
         values = critic(
             input_ids=layout.input_ids,
             attention_mask=layout.attention_bias,
