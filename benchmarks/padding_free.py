@@ -55,7 +55,7 @@ def main() -> None:
     seq = sampled_sequences(args)
     model = load_causal_lm(args.model)
     if args.gradient_checkpointing:
-        model.gradient_checkpointing_enable()
+        getattr(model, "activation_checkpointing_enable", model.gradient_checkpointing_enable)()
     plan = plan_minibatches(
         seq.response_mask,
         mini_batch=args.mini_batch,
