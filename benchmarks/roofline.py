@@ -194,8 +194,9 @@ def main() -> None:
     )
     print(f"model: {sum(p.numel() for p in model.parameters()) / 1e6:.1f} M parameters")
 
+    shapes = linear_shapes(model)
     square_before = square_rate()
-    rows: list[tuple[int, float, float, float, float]] = []  # step, s, computed, useful, useful fraction
+    rows: list[tuple[int, float, float, float, float]] = []  # step, update s, computed, useful, matmul rate
     with instrumented_update(counter, record):
         for step in range(1, args.steps + 1):
             flop_mode = FlopCounterMode(display=False) if step == 1 else None
@@ -206,42 +207,43 @@ def main() -> None:
             computed, useful = counter.computed - before[0], counter.useful - before[1]
             if flop_mode is not None:
                 counted = flop_mode.get_total_flops()
+                call_rows = int(statistics.median(counter.call_tokens))
                 print(
                     f"check (step 1): FlopCounterMode {counted / 1e12:.4f} TFLOP, this count "
                     f"{computed / 1e12:.4f} (ratio {computed / counted:.3f})"
                 )
                 continue
-            rows.append((step, record["seconds"], computed, useful, useful / computed))
+            # Right after each update: a busy machine slows both sides of the ratio alike.
+            rows.append((step, record["seconds"], computed, useful, matmul_rate(shapes, call_rows)))
         profiled = None
         if args.profile:
             profiled = profile(activities=[ProfilerActivity.CPU], record_shapes=True)
             record["mode"] = profiled
             loop.training_step(s, args.steps + 1)
-    call_rows = int(statistics.median(counter.call_tokens))
-    shaped = matmul_rate(linear_shapes(model), call_rows)
     square_after = square_rate()
 
     print(
-        "\n| step | update s | computed TFLOP | useful TFLOP | useful share | computed GFLOP/s | useful GFLOP/s |"
+        "\n| step | update s | computed TFLOP | useful share | computed GFLOP/s | useful GFLOP/s "
+        "| matmul GFLOP/s | computed / matmul | useful / matmul |"
     )
-    print("|---|---|---|---|---|---|---|")
-    for step, seconds, computed, useful, share in rows:
+    print("|---|---|---|---|---|---|---|---|---|")
+    for step, seconds, computed, useful, rate in rows:
         print(
-            f"| {step} | {seconds:.2f} | {computed / 1e12:.3f} | {useful / 1e12:.3f} | {share:.2f} "
-            f"| {computed / seconds / 1e9:.1f} | {useful / seconds / 1e9:.1f} |"
+            f"| {step} | {seconds:.2f} | {computed / 1e12:.3f} | {useful / computed:.2f} "
+            f"| {computed / seconds / 1e9:.1f} | {useful / seconds / 1e9:.1f} | {rate / 1e9:.1f} "
+            f"| {100 * computed / seconds / rate:.0f} % | {100 * useful / seconds / rate:.0f} % |"
         )
-    rate = statistics.median(c / t for _, t, c, _, _ in rows)
-    useful_rate = statistics.median(u / t for _, t, _, u, _ in rows)
-    print(f"\nmatmul rate at the model's GEMM shapes ({call_rows} rows/call): {shaped / 1e9:.1f} GFLOP/s")
+    shares = [c / t / r for _, t, c, _, r in rows]
+    useful_shares = [u / t / r for _, t, _, u, r in rows]
+    print(f"\nmatmul rate at the model's GEMM shapes: {call_rows} rows per call (the update's median)")
     print(
         f"matmul rate, {SQUARE}^3 square: {square_before / 1e9:.1f} GFLOP/s before, {square_after / 1e9:.1f} after"
     )
     print(
-        f"update phase (median of steps 2-{args.steps}): {rate / 1e9:.1f} GFLOP/s computed, {useful_rate / 1e9:.1f} useful"
-    )
-    print(
-        f"distance to the limit: computed {100 * rate / shaped:.0f} % of the shape-matched matmul rate, "
-        f"useful {100 * useful_rate / shaped:.0f} %; computed {100 * rate / square_before:.0f} % of the square rate"
+        f"distance to the limit, steps 2-{args.steps}: computed {100 * min(shares):.0f}-{100 * max(shares):.0f} % "
+        f"(median {100 * statistics.median(shares):.0f} %) of the shape-matched matmul rate, useful "
+        f"{100 * min(useful_shares):.0f}-{100 * max(useful_shares):.0f} % "
+        f"(median {100 * statistics.median(useful_shares):.0f} %)"
     )
     if profiled is not None:
         print("\n" + profile_table(profiled))

@@ -73,6 +73,8 @@ def test_an_autocast_run_trains_and_recomputes_old_log_probs(tmp_path):
     last = _metrics(tmp_path / "run")[-1]
     assert "timing_s/old_log_prob" in last and abs(last["actor/pg_loss"]) < 10
     assert torch.isfinite(torch.tensor(last["actor/grad_norm"]))
+    setup = json.loads((tmp_path / "run" / "meta.json").read_text())["setup"]
+    assert setup["mixed_precision"] == "bf16"  # `rlrun compare` shows it: `amp bf16`
 
 
 @pytest.fixture
