@@ -31,8 +31,9 @@ SMALL = [
     "logging.console.enabled=false",
 ]
 # bfloat16 keeps 8 significant bits: a logit near 10 is off by up to ~0.04, and a log-prob by
-# the sum of such errors over the softmax. Measured on the tiny model: mean 0.006, max 0.11.
-BF16_MEAN_NATS, BF16_MAX_NATS = 0.02, 0.25
+# the sum of such errors over the softmax. Measured on the tiny model's batches: mean 0.006, max
+# 0.11-0.23 (benchmarks/README.md).
+BF16_MEAN_NATS, BF16_MAX_NATS = 0.02, 0.5
 
 needs_bf16 = pytest.mark.skipif(not bf16_supported("cpu"), reason="this CPU has no bfloat16 arithmetic")
 
