@@ -68,7 +68,9 @@ class UpdateFlops:
         if not self.active:
             return
         rows, length = kwargs["input_ids"].shape
-        mask = kwargs["attention_mask"]
+        mask = kwargs.get("attention_mask")
+        if mask is None:  # no padding to mask: every token is real (a packed row counts as one sequence)
+            mask = torch.ones(rows, length, dtype=torch.long)
         keys = mask.shape[1]  # cached prompt + this call's tokens
         kept = min(int(kwargs.get("logits_to_keep") or length), length)
         real = mask[:, -length:]
