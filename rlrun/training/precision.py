@@ -26,13 +26,14 @@ AUTOCAST_DTYPES = {"bfloat16": torch.bfloat16}
 
 class TrainerForward(torch.nn.Module):
     """`module` as the trainer's passes call it: under autocast (logits upcast to float32),
-    compiled, or plain. Holds no weights of its own (never save or optimize it); any attribute it
-    lacks is the module's, and `.module` is what `response_logits` and `cache_keyword` look
-    through, as they do for a DDP wrapper."""
+    compiled, or plain. Holds no weights of its own (never save or optimize it). Calls go through
+    `module` itself (a DDP wrapper keeps its gradient sync); `.module` is the model inside a DDP
+    wrapper, which `response_logits` and `cache_keyword` look through, and any attribute this
+    lacks is that model's."""
 
     def __init__(self, module: torch.nn.Module, *, autocast: str | None, compile: bool, device_type: str):
         super().__init__()
-        self.module = module
+        self.module = getattr(module, "module", module)
         self._call = torch.compile(module, dynamic=True) if compile else module
         self._autocast = (
             (lambda: torch.autocast(device_type, dtype=AUTOCAST_DTYPES[autocast]))

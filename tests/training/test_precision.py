@@ -19,7 +19,7 @@ from rlrun.training.models import load_tokenizer
 from rlrun.training.precision import TrainerForward, bf16_supported
 from rlrun.training.profiling import Timer
 from rlrun.training.run import RunOptions
-from rlrun.training.sequences import response_log_probs
+from rlrun.training.sequences import _checkpointing, response_log_probs
 from rlrun.training.session import Session
 
 SMALL = [
@@ -42,12 +42,28 @@ def _metrics(run_dir) -> list[dict]:
     return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
 
 
-def test_trainer_forward_is_the_module_for_attributes(random_lm):
-    forward = TrainerForward(random_lm, autocast=None, compile=False, device_type="cpu")
+class _Wrapper(torch.nn.Module):
+    """What a DDP wrapper looks like from outside: the model under `.module`."""
+
+    def __init__(self, module: torch.nn.Module):
+        super().__init__()
+        self.module, self.calls = module, 0
+
+    def forward(self, **inputs):
+        self.calls += 1
+        return self.module(**inputs)
+
+
+def test_trainer_forward_calls_through_a_wrapper_and_reads_the_model_inside(random_lm):
+    wrapped = _Wrapper(random_lm)
+    forward = TrainerForward(wrapped, autocast=None, compile=False, device_type="cpu")
     assert forward.module is random_lm and forward.config is random_lm.config
     assert list(forward.parameters()) == list(random_lm.parameters())  # no weights of its own
     ids = torch.tensor([[3, 4, 5]])
     torch.testing.assert_close(forward(input_ids=ids).logits, random_lm(input_ids=ids).logits, rtol=0, atol=0)
+    assert wrapped.calls == 1  # through the wrapper: DDP's gradient sync is kept
+    random_lm.gradient_checkpointing_enable()
+    assert _checkpointing(forward)  # seen through the wrapper, as for the DDP-wrapped policy
 
 
 @needs_bf16
