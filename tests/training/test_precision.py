@@ -108,6 +108,10 @@ def one_layer_model(tmp_path):
 def test_a_compiled_run_checkpoints_plain_weight_names_and_resumes(tmp_path, one_layer_model):
     overrides = [
         *SMALL,
+        # One response per prompt: every row runs whole (no shared-prompt KV cache), one graph to compile.
+        "algorithm.advantage=reinforce_plus_plus",
+        "rollout.n=1",
+        "trainer.prompts_per_step=16",
         f"model.path={one_layer_model}",
         "trainer.compile=true",
         "trainer.total_steps=2",
