@@ -137,13 +137,13 @@ def training_step(s: Session, step: int) -> tuple[dict[str, float], Experience]:
                 ref_log_probs = forward(lambda q: response_log_probs(reference, q, temperature)[0])
         if needs.recompute_old_log_probs:
             with timer("old_log_prob"):
-                old_log_probs = forward(lambda q: response_log_probs(s.policy, q, temperature)[0])
+                old_log_probs = forward(lambda q: response_log_probs(s.policy_forward, q, temperature)[0])
         token_inputs = {}  # what the estimator declared it needs beyond the usual inputs
         if needs.sum_pi_squared:
             with timer("sum_pi_squared"):
                 token_inputs["sum_pi_squared"] = forward(
                     lambda q: sum_pi_squared(
-                        response_log_probs(s.policy, q, temperature, return_logits=True)[2]
+                        response_log_probs(s.policy_forward, q, temperature, return_logits=True)[2]
                     )
                 )
         if needs.teacher:
@@ -151,7 +151,7 @@ def training_step(s: Session, step: int) -> tuple[dict[str, float], Experience]:
                 teacher = teacher_scores(s, seq)
         if needs.critic:
             with timer("values"):
-                values = forward(lambda q: response_values(s.critic, q))
+                values = forward(lambda q: response_values(s.critic_forward, q))
 
         with timer("adv"):
             metrics: dict[str, Any] = {}
@@ -332,7 +332,7 @@ def update_actor(
         m = q.response_mask
         agg = partial(agg_loss, loss_mask=m, loss_agg_mode=a.loss_agg_mode, **mb.agg_kwargs)
         log_probs, entropy, logits = response_log_probs(
-            s.policy,
+            s.policy_forward,
             q,
             r.rollout.temperature,
             entropy="grad" if grad_entropy else "detached",
@@ -402,7 +402,7 @@ def update_critic(
     ):
         m = q.response_mask
         loss, vf_metrics = compute_value_loss(
-            response_values(s.critic, q),
+            response_values(s.critic_forward, q),
             take(returns),
             take(values),
             m,
