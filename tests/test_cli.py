@@ -308,3 +308,16 @@ def test_validate_no_import_runs_no_user_code_and_still_finds_missing_modules(tm
     ]
     assert not (tmp_path / "imported").exists()
     assert rlrun("validate", "r.yaml", cwd=tmp_path).returncode == 0 and (tmp_path / "imported").exists()
+
+
+def test_train_refuses_autocast_over_bfloat16_weights_before_loading_a_model(tmp_path):
+    (tmp_path / "r.yaml").write_text(
+        "extends: grpo\nmodel:\n  dtype: bfloat16\ntrainer:\n  autocast: bfloat16\n"
+    )
+    result = rlrun("train", "r.yaml", cwd=tmp_path)
+    assert result.returncode == 2
+    assert "Traceback" not in result.stdout + result.stderr
+    text = " ".join(result.stderr.replace("│", " ").split())
+    assert "r.yaml, line 5, column 3, `trainer.autocast`: `trainer.autocast: bfloat16` computes in" in text
+    assert "Found model.dtype: bfloat16" in text
+    assert not (tmp_path / "runs").exists()  # refused before a run directory or a model

@@ -428,6 +428,23 @@ def kl_switch_and_coef_disagree(recipe: Recipe, provenance: Provenance) -> Itera
             )
 
 
+@error_rule
+def autocast_over_float32_weights(recipe: Recipe, provenance: Provenance) -> Iterator[ConfigIssue]:
+    """Autocast mixes precisions around float32 weights; weights already in a low precision
+    would compute in it whatever autocast says."""
+    autocast, dtype = recipe.trainer.autocast, recipe.model.dtype
+    if autocast is not None and dtype != "float32":
+        yield provenance.issue(
+            provenance.user_set(("trainer", "autocast"), ("model", "dtype")),
+            f"`trainer.autocast: {autocast}` computes in {autocast} around float32 weights, but "
+            f"`model.dtype: {dtype}` loads the weights in {dtype} already",
+            code="autocast-dtype",
+            expected="model.dtype: float32 with trainer.autocast",
+            found=f"model.dtype: {dtype}",
+            fix=f"set `model.dtype: float32` (mixed precision), or `trainer.autocast: null` (all in {dtype})",
+        )
+
+
 # --- environment --------------------------------------------------------------------------
 
 PORTABLE_HINT = "`rlrun validate --portable` checks the recipe alone, for another machine"
@@ -481,6 +498,51 @@ def cuda_available(recipe: Recipe, provenance: Provenance) -> Iterator[ConfigIss
             expected="a CUDA GPU visible to torch",
             found="trainer.device: cuda",
             fix=f"set `trainer.device: auto` (or cpu), or run on a GPU machine; {PORTABLE_HINT}",
+        )
+
+
+def _trains_on(recipe: Recipe) -> str:
+    import torch
+
+    return "cuda" if recipe.trainer.device != "cpu" and torch.cuda.is_available() else "cpu"
+
+
+@environment_rule
+def autocast_supported(recipe: Recipe, provenance: Provenance) -> Iterator[ConfigIssue]:
+    """bfloat16 autocast on a device without bfloat16 arithmetic would emulate it, slower than
+    float32: refused rather than run slowly."""
+    if recipe.trainer.autocast is None:
+        return
+    from rlrun.training.precision import bf16_supported
+
+    device = _trains_on(recipe)
+    if not bf16_supported(device):
+        yield provenance.issue(
+            ("trainer", "autocast"),
+            f"this machine cannot run the recipe: its {device.upper()} has no bfloat16 arithmetic, so "
+            "autocast would emulate it, slower than float32",
+            code="autocast-unsupported",
+            expected="a CPU with AVX512-BF16 or AMX, or a GPU with bfloat16",
+            found=f"trainer.autocast: {recipe.trainer.autocast}",
+            fix=f"set `trainer.autocast: null`; {PORTABLE_HINT}",
+        )
+
+
+@environment_rule
+def compiler_installed(recipe: Recipe, provenance: Provenance) -> Iterator[ConfigIssue]:
+    if not recipe.trainer.compile or _trains_on(recipe) != "cpu":
+        return
+    from rlrun.training.precision import cpp_compiler
+
+    if cpp_compiler() is None:
+        yield provenance.issue(
+            ("trainer", "compile"),
+            "this machine cannot run the recipe: torch.compile on CPU builds C++ kernels and no C++ "
+            "compiler was found",
+            code="compiler-missing",
+            expected="g++ (or the compiler named by $CXX) on the PATH",
+            found="trainer.compile: true",
+            fix=f"install a C++ compiler (apt install g++), or set `trainer.compile: false`; {PORTABLE_HINT}",
         )
 
 

@@ -40,6 +40,16 @@ class Trainer(Section):
     """Where to train: auto | cpu | cuda"""
     strategy: Literal["ddp", "fsdp2", "deepspeed_zero2", "deepspeed_zero3"] = "ddp"
     """How several processes share the model: ddp | fsdp2 | deepspeed_zero2 | deepspeed_zero3"""
+    autocast: Literal["bfloat16"] | None = None
+    """Run the trainer's forward and backward passes under torch.autocast in this dtype: matrix
+    products in bfloat16, weights, gradients, optimizer and log-probs in float32 (null = float32
+    throughout). Needs `model.dtype: float32` and a device that computes in bfloat16 (on CPU:
+    AVX512-BF16 or AMX). The rollout and evaluation stay float32; benchmarks/README.md has the
+    measured speed and log-prob differences."""
+    compile: bool = False
+    """torch.compile the policy's (and critic's) forward in the trainer's passes, with dynamic
+    shapes; the first steps pay the compile time (on CPU it needs a C++ compiler). Measured in
+    benchmarks/README.md."""
     eval: Eval = Eval()
     """Periodic evaluation on the validation prompts."""
     checkpoint: Checkpoint = Checkpoint()

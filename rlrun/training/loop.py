@@ -140,14 +140,14 @@ def training_step(s: Session, step: int) -> tuple[dict[str, float], Experience]:
         if needs.recompute_old_log_probs:
             with timer("old_log_prob"):
                 old_log_probs = forward(
-                    lambda q: response_log_probs(s.policy, q, temperature, padding_free=packed)[0]
+                    lambda q: response_log_probs(s.policy_forward, q, temperature, padding_free=packed)[0]
                 )
         token_inputs = {}  # what the estimator declared it needs beyond the usual inputs
         if needs.sum_pi_squared:
             with timer("sum_pi_squared"):
                 policy_logits = partial(
                     response_log_probs,
-                    s.policy,
+                    s.policy_forward,
                     temperature=temperature,
                     return_logits=True,
                     padding_free=packed,
@@ -158,7 +158,7 @@ def training_step(s: Session, step: int) -> tuple[dict[str, float], Experience]:
                 teacher = teacher_scores(s, seq)
         if needs.critic:
             with timer("values"):
-                values = forward(lambda q: response_values(s.critic, q, padding_free=packed))
+                values = forward(lambda q: response_values(s.critic_forward, q, padding_free=packed))
 
         with timer("adv"):
             metrics: dict[str, Any] = {}
@@ -340,7 +340,7 @@ def update_actor(
         m = q.response_mask
         agg = partial(agg_loss, loss_mask=m, loss_agg_mode=a.loss_agg_mode, **mb.agg_kwargs)
         log_probs, entropy, logits = response_log_probs(
-            s.policy,
+            s.policy_forward,
             q,
             r.rollout.temperature,
             entropy="grad" if grad_entropy else "detached",
@@ -411,7 +411,7 @@ def update_critic(
     ):
         m = q.response_mask
         loss, vf_metrics = compute_value_loss(
-            response_values(s.critic, q, padding_free=r.actor.padding_free),
+            response_values(s.critic_forward, q, padding_free=r.actor.padding_free),
             take(returns),
             take(values),
             m,

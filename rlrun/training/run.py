@@ -165,7 +165,7 @@ class Run:
         self.stalls_reported: set[str] = set()
 
     def _setup(self) -> dict[str, Any]:
-        return run_setup(self.session.accelerator, self.recipe.model.dtype)
+        return run_setup(self.session.accelerator, self.recipe.model.dtype, self.recipe.trainer.autocast)
 
     def _new_meta(self, loaded: LoadedRecipe, overrides: list[str]) -> dict[str, Any]:
         sha, dirty = git_state()

@@ -442,11 +442,11 @@ def package_versions() -> dict[str, str]:
     return versions
 
 
-def run_setup(accelerator: Any, model_dtype: str) -> dict[str, Any]:
+def run_setup(accelerator: Any, model_dtype: str, autocast: str | None = None) -> dict[str, Any]:
     """Where and how a run computes, for meta.json's `setup` (`rlrun compare` shows it and warns
     when runs differ): processes and machines, the data-parallel strategy in effect (Accelerate's,
     so an `--accelerate-config` file counts; `none` for one process), the device (with the GPU's
-    name), the model's dtype and Accelerate's mixed precision."""
+    name), the model's dtype and the mixed precision: `trainer.autocast`'s, else Accelerate's."""
     processes = accelerator.num_processes
     distributed = getattr(accelerator.distributed_type, "value", str(accelerator.distributed_type))
     if processes == 1:
@@ -467,7 +467,7 @@ def run_setup(accelerator: Any, model_dtype: str) -> dict[str, Any]:
         "device": device.type,
         "device_name": _device_name(device),
         "dtype": model_dtype,
-        "mixed_precision": str(accelerator.mixed_precision),
+        "mixed_precision": "bf16" if autocast == "bfloat16" else str(accelerator.mixed_precision),
     }
 
 

@@ -33,6 +33,7 @@ from rlrun.training import checkpoint as ckpt
 from rlrun.training.experience import ExperienceCollector
 from rlrun.training.models import ValueModel, load_causal_lm, load_tokenizer, with_lora
 from rlrun.training.optim import build_optimizer, build_scheduler
+from rlrun.training.precision import TrainerForward
 
 # Resuming with a different value under any of these keys would continue a different run.
 RESUME_LOCKED_KEYS = ("model", "data")
@@ -70,11 +71,12 @@ def needs_of(recipe: Recipe) -> Needs:
         teacher=recipe.distillation.enabled,
         greedy_baseline=advantage.needs_greedy_baseline,
         # The sampler's log-probs are the old policy's when the engine computes them as the
-        # trainer does (hf, float32) and the policy has not moved since sampling.
+        # trainer does (hf, float32, no autocast) and the policy has not moved since sampling.
         recompute_old_log_probs=(
             optimizer_steps_per_rollout > 1
             or recipe.rollout.engine != "hf"
             or recipe.model.dtype != "float32"
+            or recipe.trainer.autocast is not None
             or recipe.rollout.importance_sampling.level != "off"
         ),
         sum_pi_squared=advantage.needs_sum_pi_squared,
@@ -162,6 +164,7 @@ class Session:
                 policy.enable_input_require_grads()
         optimizer = build_optimizer(policy.parameters(), r.actor.optimizer)
         self.policy, self.optimizer = self.accelerator.prepare(policy, optimizer)
+        self.policy_forward = self._forward(self.policy, compile=r.trainer.compile)
         self.scheduler = build_scheduler(self.optimizer, r.actor.lr_scheduler, r.trainer.total_steps)
 
         # With LoRA the reference is the policy with its adapters disabled: no second copy.
@@ -171,7 +174,7 @@ class Session:
             else None
         )
         self.teacher = self._frozen(r.distillation.teacher) if self.needs.teacher else None
-        self.critic = self.critic_optimizer = None
+        self.critic = self.critic_optimizer = self.critic_forward = None
         if self.needs.critic:
             critic = ValueModel.from_pretrained(
                 r.critic.model_path or r.model.path, r.model.dtype, r.model.trust_remote_code
@@ -179,6 +182,7 @@ class Session:
             self.critic, self.critic_optimizer = self.accelerator.prepare(
                 critic, build_optimizer(critic.parameters(), r.critic.optimizer)
             )
+            self.critic_forward = self._forward(self.critic, compile=r.trainer.compile)
 
     def _setup_components(self) -> None:
         """The algorithm's registered components (with what they declared they need) and the
@@ -240,9 +244,16 @@ class Session:
         return int(count) == self.accelerator.num_processes
 
     def _frozen(self, path: str) -> torch.nn.Module:
-        return load_causal_lm(
+        model = load_causal_lm(
             path, self.recipe.model.dtype, self.recipe.model.trust_remote_code, trainable=False
-        ).to(self.device)
+        )
+        return self._forward(model.to(self.device), compile=False)  # scored without grad, once a step
+
+    def _forward(self, model: torch.nn.Module, *, compile: bool) -> TrainerForward:
+        """`model` as the trainer's passes call it (`trainer.autocast`, `trainer.compile`)."""
+        return TrainerForward(
+            model, autocast=self.recipe.trainer.autocast, compile=compile, device_type=self.device.type
+        )
 
     @property
     def unwrapped_policy(self) -> torch.nn.Module:
@@ -256,7 +267,7 @@ class Session:
             yield self.reference
             return
         with self.unwrapped_policy.disable_adapter():
-            yield self.unwrapped_policy
+            yield self._forward(self.unwrapped_policy, compile=False)
 
     def evaluate(self) -> dict[str, float]:
         """Held-out accuracy (`val/accuracy` = mean@k) on the validation split."""

@@ -38,3 +38,21 @@ def test_cuda_without_a_gpu_is_an_error_unless_portable(monkeypatch):
     message = _codes(caught.value)["device-unavailable"]
     assert "trainer.device=cuda" in message and "torch sees none" in message
     assert load_recipe("grpo", ["trainer.device=cuda"], environment=False).recipe.trainer.device == "cuda"
+
+
+def test_autocast_on_a_cpu_without_bf16_arithmetic_is_an_error_unless_portable(monkeypatch):
+    monkeypatch.setattr("rlrun.training.precision.bf16_supported", lambda device: False)
+    overrides = ["trainer.autocast=bfloat16", "trainer.device=cpu"]
+    with pytest.raises(RecipeError) as caught:
+        load_recipe("grpo", overrides)
+    message = _codes(caught.value)["autocast-unsupported"]
+    assert "trainer.autocast=bfloat16" in message and "its CPU has no bfloat16 arithmetic" in message
+    assert load_recipe("grpo", overrides, environment=False).recipe.trainer.autocast == "bfloat16"
+
+
+def test_compile_on_cpu_without_a_cpp_compiler_is_an_error(monkeypatch):
+    monkeypatch.setattr("rlrun.training.precision.cpp_compiler", lambda: None)
+    with pytest.raises(RecipeError) as caught:
+        load_recipe("grpo", ["trainer.compile=true", "trainer.device=cpu"])
+    message = _codes(caught.value)["compiler-missing"]
+    assert "`trainer.compile`" in message and "no C++ compiler was found" in message
