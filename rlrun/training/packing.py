@@ -26,11 +26,26 @@ class PackedLayout:
     """B packed rows of width S, and where each of the N original rows' outputs lie in them."""
 
     input_ids: torch.Tensor  # (B, S) long
-    attention_bias: torch.Tensor  # (B, 1, S, S) additive: 0 where a query may attend, dtype's min elsewhere
     position_ids: torch.Tensor  # (B, S) long
+    owner: torch.Tensor  # (B, S) long: the group of each column; -1 padding
+    segment: torch.Tensor  # (B, S) long: 0 a prompt token, r + 1 a token of row r's response, -1 padding
+    dtype: torch.dtype  # the attention bias's
     source_row: torch.Tensor  # (N, T) long: the packed row holding the state before response token t
     source_column: torch.Tensor  # (N, T) long: its column (clamped into range where not valid)
     valid: torch.Tensor  # (N, T) bool: t is a response token of the row
+
+    @property
+    def attention_bias(self) -> torch.Tensor:
+        """(B, 1, S, S) additive mask: 0 where a query may attend, the dtype's min elsewhere.
+        A token sees its group's prompt and, causally, its own segment; padding sees at least
+        itself (no all-masked softmax). Built on demand: B·S² numbers."""
+        column = torch.arange(self.input_ids.shape[1], device=self.input_ids.device)
+        causal = column.unsqueeze(1) >= column.unsqueeze(0)  # [query, key]
+        same_group = self.owner.unsqueeze(2) == self.owner.unsqueeze(1)
+        same_segment = self.segment.unsqueeze(2) == self.segment.unsqueeze(1)
+        allowed = causal & same_group & (same_segment | (self.segment == 0).unsqueeze(1))
+        bias = torch.zeros(allowed.shape, dtype=self.dtype, device=allowed.device).unsqueeze(1)
+        return bias.masked_fill_(~allowed.unsqueeze(1), torch.finfo(self.dtype).min)
 
     @property
     def needed_columns(self) -> torch.Tensor:
@@ -92,8 +107,8 @@ def pack(
 
     packed_ids = torch.full((B, S), pad_id, dtype=input_ids.dtype, device=device)
     positions = torch.zeros((B, S), dtype=torch.long, device=device)
-    owner = torch.full((B, S), -1, dtype=torch.long, device=device)  # the group of each column; -1 padding
-    segment = torch.full((B, S), -1, dtype=torch.long, device=device)  # 0 prompt, r+1 row r's response
+    owner = torch.full((B, S), -1, dtype=torch.long, device=device)
+    segment = torch.full((B, S), -1, dtype=torch.long, device=device)
 
     j = torch.arange(P, device=device)
     in_prompt = j.unsqueeze(0) < prompt_len.unsqueeze(1)  # (G, P): the prompts' tokens, left padding skipped
@@ -113,22 +128,15 @@ def pack(
     owner[target] = group[rows]
     segment[target] = rows + 1
 
-    column = torch.arange(S, device=device)
-    causal = column.unsqueeze(1) >= column.unsqueeze(0)  # [query, key]
-    same_group = owner.unsqueeze(2) == owner.unsqueeze(1)
-    same_segment = segment.unsqueeze(2) == segment.unsqueeze(1)
-    # padding queries see at least themselves (no all-masked softmax)
-    allowed = causal & same_group & (same_segment | (segment == 0).unsqueeze(1))
-    bias = torch.zeros((B, 1, S, S), dtype=dtype, device=device)
-    bias.masked_fill_(~allowed.unsqueeze(1), torch.finfo(dtype).min)
-
     # The state before response token t: the prompt's last token for t = 0, else token t - 1.
     prompt_end = (group_start + prompt_len - 1)[group]
     source_column = torch.where(t == 0, prompt_end.unsqueeze(1), start.unsqueeze(1) + t - 1)
     return PackedLayout(
         input_ids=packed_ids,
-        attention_bias=bias,
         position_ids=positions,
+        owner=owner,
+        segment=segment,
+        dtype=dtype,
         source_row=row_of_group[group].unsqueeze(1).expand(n_rows, T),
         source_column=source_column.clamp(max=S - 1),
         valid=valid,
