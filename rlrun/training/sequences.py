@@ -196,7 +196,7 @@ def _packed_if_cheaper(
     hidden = base_model(model).config.hidden_size
     packed = forward_cost(tokens=rows * width, attention_pairs=rows * width**2, hidden_size=hidden)
     padded = forward_cost(tokens=padded_tokens, attention_pairs=padded_pairs, hidden_size=hidden)
-    return layout if packed < padded else None
+    return layout if packed < padded and layout.valid.any() else None  # (no response token: nothing to read)
 
 
 def forward_cost(*, tokens: int, attention_pairs: int, hidden_size: int) -> float:
