@@ -180,7 +180,7 @@ def _packed_if_cheaper(
 ) -> PackedLayout | None:
     """The packed layout of `seq` if the model takes it and it costs less than the padded one
     (responses near full length pack into little less, while a packed row's attention spans
-    whole groups)."""
+    whole groups); None also without any response token (nothing to read)."""
     if not packs(model):
         return None
     layout = pack(
@@ -196,7 +196,11 @@ def _packed_if_cheaper(
     hidden = base_model(model).config.hidden_size
     packed = forward_cost(tokens=rows * width, attention_pairs=rows * width**2, hidden_size=hidden)
     padded = forward_cost(tokens=padded_tokens, attention_pairs=padded_pairs, hidden_size=hidden)
-    return layout if packed < padded and layout.valid.any() else None  # (no response token: nothing to read)
+    # Across processes every forward call is a collective (DDP's buffer broadcast, FSDP's
+    # all-gathers) and the shared-prompt path makes two calls where this makes one, so a choice
+    # by each process's own rows would hang: a multi-process run always packs.
+    everywhere = torch.distributed.is_initialized() and torch.distributed.get_world_size() > 1
+    return layout if (everywhere or packed < padded) and layout.valid.any() else None
 
 
 def forward_cost(*, tokens: int, attention_pairs: int, hidden_size: int) -> float:
