@@ -267,7 +267,7 @@ def test_models_that_cannot_take_a_packed_mask_keep_the_padded_layout(random_lm)
     assert not packs(RemoteCode(config))
 
 
-def test_the_padded_layout_runs_where_packing_would_not_run_fewer_tokens(embedded_lm):
+def test_the_padded_layout_runs_where_packing_would_not_cost_less(embedded_lm):
     """Full-length responses: the shared prompts (2 x 7) and the responses (4 x 3) run 26
     tokens padded, with 2 x 7² + 4 x 3 x 10 = 218 attention pairs; packed, rows of 7 + 2 x 3 =
     13 tokens would run 26 too, but with 2 x 13² = 338 pairs."""
