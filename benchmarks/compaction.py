@@ -14,6 +14,7 @@ import statistics
 import time
 
 import torch
+from transformers import PreTrainedTokenizerBase
 
 from rlrun.embedded import resolve_model_path
 from rlrun.rollout import ROLLOUT_ENGINES, SamplingParams
@@ -38,18 +39,7 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     tokenizer = load_tokenizer(args.model)
     model = load_causal_lm(args.model, trainable=False)
-    texts = [
-        f"What is {r['prompt']}? Answer with only the number."
-        for r in ArithmeticTask(digits=2).validation(args.prompts)
-    ]
-    if args.chat:
-        texts = [
-            tokenizer.apply_chat_template(
-                [{"role": "user", "content": t}], tokenize=False, add_generation_prompt=True
-            )
-            for t in texts
-        ]
-    prompt_ids = tokenizer(texts, add_special_tokens=False)["input_ids"]
+    prompt_ids = arithmetic_prompt_ids(tokenizer, args.prompts, chat=args.chat)
     sampling = SamplingParams(n=args.n, max_tokens=args.max_tokens, seed=0)
     engines = {
         "on": ROLLOUT_ENGINES.get("hf")(model, tokenizer),
@@ -74,6 +64,23 @@ def main() -> None:
             f"compaction {side:3}: median {statistics.median(values):.3f} s  ({', '.join(f'{v:.3f}' for v in values)})"
         )
     print(f"off / on: {statistics.median(times['off']) / statistics.median(times['on']):.2f}x")
+
+
+def arithmetic_prompt_ids(tokenizer: PreTrainedTokenizerBase, count: int, *, chat: bool) -> list[list[int]]:
+    """`count` held-out 2-digit additions, worded as the real recipe words them, tokenised
+    (with `chat`, inside the tokenizer's chat template)."""
+    texts = [
+        f"What is {r['prompt']}? Answer with only the number."
+        for r in ArithmeticTask(digits=2).validation(count)
+    ]
+    if chat:
+        texts = [
+            tokenizer.apply_chat_template(
+                [{"role": "user", "content": t}], tokenize=False, add_generation_prompt=True
+            )
+            for t in texts
+        ]
+    return tokenizer(texts, add_special_tokens=False)["input_ids"]
 
 
 if __name__ == "__main__":

@@ -19,6 +19,11 @@ import torch
 def cache_keyword(model: torch.nn.Module) -> str:
     """The forward keyword of a transformers KV cache: `cache` from transformers 5.2x on,
     `past_key_values` before (the old name is deprecated, so the newest one the model takes)."""
+    return _cache_keyword_of(type(base_model(model)))
+
+
+def base_model(model: torch.nn.Module) -> torch.nn.Module:
+    """The transformers model inside the wrappers of distributed training and peft."""
     inner = model
     while True:  # DDP / DeepSpeed wrap in `.module`, peft in `get_base_model()`
         if hasattr(inner, "get_base_model"):
@@ -26,8 +31,7 @@ def cache_keyword(model: torch.nn.Module) -> str:
         elif isinstance(getattr(inner, "module", None), torch.nn.Module):
             inner = inner.module
         else:
-            break
-    return _cache_keyword_of(type(inner))
+            return inner
 
 
 @cache

@@ -65,3 +65,10 @@ class Actor(Section):
     micro_batch_tokens: PositiveInt | None = None
     """Instead of micro_batch_samples: padded tokens per forward/backward on one process, rows x
     (prompt + longest response), rows of similar length together; null = off."""
+    padding_free: bool = True
+    """Forward passes (policy, reference, teacher, critic) without pad tokens where that costs
+    less compute than the padded layout: each distinct prompt once, its responses packed after
+    it, each attending to the prompt and itself (in a multi-process run: always, as the
+    processes must make the same forward calls). Equal to the padded layout to float rounding;
+    false = the padded layout always. Models whose attention cannot take a custom mask (flash
+    attention, a sliding window) always use the padded one."""

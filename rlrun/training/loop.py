@@ -130,28 +130,35 @@ def training_step(s: Session, step: int) -> tuple[dict[str, float], Experience]:
             chunk=r.actor.micro_batch_samples,
             chunk_tokens=r.actor.micro_batch_tokens,
         )
-        temperature = r.rollout.temperature
+        temperature, packed = r.rollout.temperature, r.actor.padding_free
         ref_log_probs, old_log_probs, values, teacher = None, exp.rollout_log_probs, None, {}
         if needs.reference:
             with timer("ref"), s.reference_model() as reference:
-                ref_log_probs = forward(lambda q: response_log_probs(reference, q, temperature)[0])
+                ref_log_probs = forward(
+                    lambda q: response_log_probs(reference, q, temperature, padding_free=packed)[0]
+                )
         if needs.recompute_old_log_probs:
             with timer("old_log_prob"):
-                old_log_probs = forward(lambda q: response_log_probs(s.policy_forward, q, temperature)[0])
+                old_log_probs = forward(
+                    lambda q: response_log_probs(s.policy_forward, q, temperature, padding_free=packed)[0]
+                )
         token_inputs = {}  # what the estimator declared it needs beyond the usual inputs
         if needs.sum_pi_squared:
             with timer("sum_pi_squared"):
-                token_inputs["sum_pi_squared"] = forward(
-                    lambda q: sum_pi_squared(
-                        response_log_probs(s.policy_forward, q, temperature, return_logits=True)[2]
-                    )
+                policy_logits = partial(
+                    response_log_probs,
+                    s.policy_forward,
+                    temperature=temperature,
+                    return_logits=True,
+                    padding_free=packed,
                 )
+                token_inputs["sum_pi_squared"] = forward(lambda q: sum_pi_squared(policy_logits(q)[2]))
         if needs.teacher:
             with timer("teacher"):
                 teacher = teacher_scores(s, seq)
         if needs.critic:
             with timer("values"):
-                values = forward(lambda q: response_values(s.critic_forward, q))
+                values = forward(lambda q: response_values(s.critic_forward, q, padding_free=packed))
 
         with timer("adv"):
             metrics: dict[str, Any] = {}
@@ -259,7 +266,8 @@ def check_policy_health(s: Session, seq: Sequences, step: int, *, lr: float, nor
     else:
         rows = torch.arange(min(PROBE_ROWS, seq.input_ids.shape[0]), device=seq.input_ids.device)
         with torch.no_grad():
-            if not torch.isfinite(response_logits(policy, seq.rows(rows))).all():
+            logits = response_logits(policy, seq.rows(rows), padding_free=s.recipe.actor.padding_free)
+            if not torch.isfinite(logits).all():
                 problem = "logits stopped being finite numbers"
     if not s.collector.everywhere(problem is None):
         raise NonFiniteModel(broken_model_message(problem or "logits stopped being finite numbers", step, lr))
@@ -285,16 +293,16 @@ def scores_at_last_token(scores: torch.Tensor, response_mask: torch.Tensor) -> t
 def teacher_scores(s: Session, seq: Sequences) -> dict[str, torch.Tensor]:
     """The teacher's view of the student's tokens: log-probs of the sampled tokens, or its
     top-k log-probs and ids for `forward_kl_topk`."""
-    d, temperature = s.recipe.distillation, s.recipe.rollout.temperature
+    d, temperature, packed = s.recipe.distillation, s.recipe.rollout.temperature, s.recipe.actor.padding_free
     if d.loss != "forward_kl_topk":
         log_probs = forward_batched(
-            lambda q: response_log_probs(s.teacher, q, temperature)[0],
+            lambda q: response_log_probs(s.teacher, q, temperature, padding_free=packed)[0],
             seq=seq,
             chunk=s.recipe.actor.micro_batch_samples,
             chunk_tokens=s.recipe.actor.micro_batch_tokens,
         )
         return {"teacher_log_probs": log_probs}
-    logits = response_log_probs(s.teacher, seq, temperature, return_logits=True)[2]
+    logits = response_log_probs(s.teacher, seq, temperature, return_logits=True, padding_free=packed)[2]
     top = (logits / temperature).log_softmax(-1).topk(min(d.topk, logits.shape[-1]), dim=-1)
     return {"teacher_topk_log_probs": top.values, "teacher_topk_ids": top.indices}
 
@@ -337,6 +345,7 @@ def update_actor(
             r.rollout.temperature,
             entropy="grad" if grad_entropy else "detached",
             return_logits=d.loss == "forward_kl_topk",
+            padding_free=a.padding_free,
         )
         loss = torch.zeros((), device=m.device)
         if task_loss:
@@ -402,7 +411,7 @@ def update_critic(
     ):
         m = q.response_mask
         loss, vf_metrics = compute_value_loss(
-            response_values(s.critic_forward, q),
+            response_values(s.critic_forward, q, padding_free=r.actor.padding_free),
             take(returns),
             take(values),
             m,

@@ -125,6 +125,13 @@ class ValueModel(torch.nn.Module):
             )
         return cls(backbone).to(DTYPES[dtype])
 
+    @property
+    def config(self) -> transformers.PretrainedConfig:
+        return self.backbone.config
+
+    def get_input_embeddings(self) -> torch.nn.Module:
+        return self.backbone.get_input_embeddings()
+
     def forward(self, **inputs: Any) -> torch.Tensor:
         hidden = self.backbone(**inputs, use_cache=False).last_hidden_state
         return self.value_head(hidden).squeeze(-1).float()

@@ -16,8 +16,9 @@ import torch
 
 from rlrun.algorithms.masked import entropy_from_logits
 from rlrun.data.padding import left_pad
-from rlrun.shared_prefix import cache_keyword, prefill, prompt_positions
+from rlrun.shared_prefix import base_model, cache_keyword, prefill, prompt_positions
 from rlrun.training.batching import split_by_tokens
+from rlrun.training.packing import PackedLayout, pack
 
 
 @dataclass
@@ -106,16 +107,33 @@ def pad_response(x: torch.Tensor, width: int) -> torch.Tensor:
     return torch.nn.functional.pad(x, (0, width - x.shape[1]))
 
 
-def response_logits(model: torch.nn.Module, seq: Sequences) -> torch.Tensor:
-    """(N, T, V) logits predicting each response token.
+def response_logits(model: torch.nn.Module, seq: Sequences, *, padding_free: bool = False) -> torch.Tensor:
+    """(N, T, V) logits predicting each response token (zeros past a response's end when
+    the packed layout ran).
 
     Rows that repeat a prompt (a group's n responses) share one forward pass of it: the prompt
     runs once, its KV cache is gathered to the rows, and only the responses run per row.
     Without repeats, or under gradient checkpointing (which would replay the cache appends),
-    every row runs whole."""
+    every row runs whole. With `padding_free`, where it costs less compute than that
+    (`forward_cost`), each prompt instead runs once with its rows' responses packed after it
+    (`packing`)."""
     T, P = seq.response_mask.shape[1], seq.prompt_width
     prompts, rows = torch.unique(seq.prompt_index, return_inverse=True)
-    if len(prompts) == len(rows) or _checkpointing(model):
+    whole = len(prompts) == len(rows) or _checkpointing(model)
+    N, G = len(rows), len(prompts)
+    # (tokens, attention pairs) of the padded layout: rows whole, or prompts once then responses
+    padded = (N * (P + T), N * (P + T) ** 2) if whole else (G * P + N * T, G * P * P + N * T * (P + T))
+    if padding_free and (layout := _packed_if_cheaper(model, seq, *padded)):
+        columns = layout.needed_columns  # the same in every packed row: no logits for most prompt tokens
+        out = model(
+            input_ids=layout.input_ids,
+            attention_mask=layout.attention_bias,
+            position_ids=layout.position_ids,
+            use_cache=False,
+            logits_to_keep=columns,
+        )
+        return layout.gather(out.logits, columns).float()
+    if whole:
         out = model(
             input_ids=seq.input_ids,
             attention_mask=seq.attention_mask,
@@ -138,8 +156,61 @@ def response_logits(model: torch.nn.Module, seq: Sequences) -> torch.Tensor:
     return torch.cat([first[rows].unsqueeze(1), out.logits[:, :-1]], 1).float()
 
 
+def packs(model: torch.nn.Module) -> bool:
+    """Whether the model computes the packed layout exactly. It needs a custom 4D attention
+    mask passed through unchanged: transformers' sdpa and eager attention take one (4.51's
+    `_update_causal_mask` and 5.x's `create_causal_mask` return a 4D mask as given), while
+    flash attention ignores it and flex attention wants a BlockMask. A sliding window would be
+    dropped with the model's own mask, so such models keep the padded layout too, as do models
+    outside transformers' own classes."""
+    inner = base_model(model)
+    config = inner.config
+    window = getattr(config, "sliding_window", None) is not None and getattr(
+        config, "use_sliding_window", True
+    )
+    full = all(kind == "full_attention" for kind in getattr(config, "layer_types", None) or [])
+    # Remote code may prepare its mask its own way; ALiBi models build their biases from a 2D mask.
+    library = type(getattr(inner, "backbone", inner)).__module__.startswith("transformers.")
+    alibi = getattr(config, "alibi", False) or getattr(config, "model_type", None) in ("bloom", "mpt")
+    return config._attn_implementation in ("sdpa", "eager") and not (window or alibi) and full and library
+
+
+def _packed_if_cheaper(
+    model: torch.nn.Module, seq: Sequences, padded_tokens: int, padded_pairs: int
+) -> PackedLayout | None:
+    """The packed layout of `seq` if the model takes it and it costs less than the padded one
+    (responses near full length pack into little less, while a packed row's attention spans
+    whole groups); None also without any response token (nothing to read)."""
+    if not packs(model):
+        return None
+    layout = pack(
+        input_ids=seq.input_ids,
+        attention_mask=seq.attention_mask,
+        response_mask=seq.response_mask,
+        prompt_index=seq.prompt_index,
+        pad_id=seq.pad_id,
+        # the dtype transformers gives its own masks: the input embeddings'
+        dtype=base_model(model).get_input_embeddings().weight.dtype,
+    )
+    rows, width = layout.input_ids.shape
+    hidden = base_model(model).config.hidden_size
+    packed = forward_cost(tokens=rows * width, attention_pairs=rows * width**2, hidden_size=hidden)
+    padded = forward_cost(tokens=padded_tokens, attention_pairs=padded_pairs, hidden_size=hidden)
+    # Across processes every forward call is a collective (DDP's buffer broadcast, FSDP's
+    # all-gathers) and the shared-prompt path makes two calls where this makes one, so a choice
+    # by each process's own rows would hang: a multi-process run always packs.
+    everywhere = torch.distributed.is_initialized() and torch.distributed.get_world_size() > 1
+    return layout if (everywhere or packed < padded) and layout.valid.any() else None
+
+
+def forward_cost(*, tokens: int, attention_pairs: int, hidden_size: int) -> float:
+    """A forward pass's compute in tokens: a token's linear layers take ~24·h² FLOPs a layer
+    (h = hidden size), attention ~4·h for each (query, key) pair it computes, masked or not."""
+    return tokens + attention_pairs / (6 * hidden_size)
+
+
 def _checkpointing(model: torch.nn.Module) -> bool:
-    inner = getattr(model, "module", model)
+    inner = base_model(model)
     for name in ("is_activation_checkpointing", "is_gradient_checkpointing"):  # transformers >= 5.2x, before
         on = getattr(inner, name, None)
         if on is not None:
@@ -154,11 +225,12 @@ def response_log_probs(
     *,
     entropy: Literal["grad", "detached"] | None = None,
     return_logits: bool = False,
+    padding_free: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
     """(log_probs, entropy, logits) of the response tokens under the temperature-scaled
     distribution they were sampled from. Entropy is computed only when asked, with or without
     its gradient (a metric needs no backward through the vocabulary)."""
-    logits = response_logits(model, seq) / temperature
+    logits = response_logits(model, seq, padding_free=padding_free) / temperature
     log_probs = logits.log_softmax(-1).gather(-1, seq.response_ids.unsqueeze(-1)).squeeze(-1)
     ent = None
     if entropy is not None:
@@ -166,9 +238,18 @@ def response_log_probs(
     return log_probs, ent, logits if return_logits else None
 
 
-def response_values(critic: torch.nn.Module, seq: Sequences) -> torch.Tensor:
-    """(N, T) critic values of the states before each response token."""
+def response_values(critic: torch.nn.Module, seq: Sequences, *, padding_free: bool = False) -> torch.Tensor:
+    """(N, T) critic values of the states before each response token (0 past a response's end
+    when the packed layout ran: see `response_logits`)."""
     T = seq.response_mask.shape[1]
+    padded = (seq.input_ids.numel(), seq.input_ids.numel() * seq.input_ids.shape[1])  # rows whole
+    if padding_free and (layout := _packed_if_cheaper(critic, seq, *padded)):
+        values = critic(
+            input_ids=layout.input_ids,
+            attention_mask=layout.attention_bias,
+            position_ids=layout.position_ids,
+        )
+        return layout.gather(values)
     values = critic(input_ids=seq.input_ids, attention_mask=seq.attention_mask, position_ids=seq.position_ids)
     return values[:, -T - 1 : -1]
 

@@ -1,6 +1,19 @@
+from types import SimpleNamespace
+
+import pytest
 import torch
 
-from rlrun.training.sequences import Sequences, forward_batched, pad_response, response_log_probs
+from rlrun.shared_prefix import base_model
+from rlrun.training.models import ValueModel, load_causal_lm, with_lora
+from rlrun.training.sequences import (
+    Sequences,
+    forward_batched,
+    forward_cost,
+    packs,
+    pad_response,
+    response_log_probs,
+    response_values,
+)
 
 
 def _seq():
@@ -106,3 +119,168 @@ def test_gradient_checkpointing_runs_rows_whole(random_lm):
     torch.testing.assert_close(
         log_probs, _row_by_row(random_lm, seq) * seq.response_mask, rtol=1e-4, atol=1e-5
     )
+
+
+# Padding-free (packed) against padded forward passes, on the embedded model, equal to float32
+# rounding: log-probs, entropies and values to atol 1e-5 (differences seen: <= 5e-7); each
+# parameter's gradient to 1e-5 of its largest entry (seen: <= 6e-6; its sums over ~100 tokens
+# run in another order, and the padded path against itself row by row differs as much).
+TOLERANCE = {"atol": 1e-5, "rtol": 0.0}
+
+
+def _assert_gradients_close(packed, padded):
+    for a, b in zip(packed, padded, strict=True):
+        torch.testing.assert_close(a, b, atol=1e-5 * max(1.0, float(b.abs().max())), rtol=0.0)
+
+
+@pytest.fixture(scope="module")
+def embedded_lm():
+    return load_causal_lm("rlrun:tiny-base")
+
+
+def _ragged_groups():
+    """Three prompts of 7, 2 and 5 tokens (left-padded) answered 3 times each, rows shuffled,
+    responses of 1 to 12 tokens (12 = the full width), one of a single token."""
+    generator = torch.Generator().manual_seed(0)
+    prompts = [torch.randint(3, 78, (length,), generator=generator).tolist() for length in (7, 2, 5)]
+    lengths = torch.tensor([1, 12, 4, 7, 2, 12, 3, 9, 5])
+    mask = (torch.arange(12) < lengths.unsqueeze(1)).long()
+    responses = torch.randint(3, 78, (9, 12), generator=generator) * mask
+    seq = Sequences.build(prompts, responses, mask, pad_id=0, n=3)
+    return seq.rows(torch.randperm(9, generator=generator))
+
+
+def _cases():
+    seq = _ragged_groups()
+    lengths = seq.response_mask.sum(-1)  # each prompt's shortest response (its longest: nothing to pack)
+    distinct = [int(torch.where(seq.prompt_index == p, lengths, 99).argmin()) for p in range(3)]
+    # rows of 7 + 12 tokens; of 2 + 2 + 7 and 5 + 3, which share a packed row of 19
+    sharing = [(0, 12), (1, 2), (1, 7), (2, 3)]
+    return {
+        "groups": seq,
+        "no repeats": seq.rows(torch.tensor(distinct)),
+        "part of a group": seq.rows(torch.tensor([4, 0, 7])),
+        "groups sharing a row": seq.rows(
+            torch.tensor([int(((seq.prompt_index == p) & (lengths == n)).nonzero()) for p, n in sharing])
+        ),
+    }
+
+
+def _loss_and_grads(model, seq, padding_free):
+    log_probs, entropy, _ = response_log_probs(model, seq, 0.7, entropy="grad", padding_free=padding_free)
+    m = seq.response_mask
+    loss = (log_probs * m).sum() + 0.1 * (entropy * m).sum()
+    return log_probs * m, entropy * m, _gradients(model, loss)
+
+
+def _gradients(model, loss):
+    """By `backward`, as training takes them (4.51's reentrant checkpointing refuses autograd.grad)."""
+    model.zero_grad(set_to_none=True)
+    loss.backward()
+    return [p.grad for p in model.parameters() if p.requires_grad]
+
+
+def _assert_packed_equals_padded(model, seq):
+    calls = []
+    hook = (
+        base_model(model)
+        .get_input_embeddings()
+        .register_forward_hook(lambda m, i, o: calls.append(tuple(i[0].shape)))
+    )
+    packed = _loss_and_grads(model, seq, padding_free=True)
+    hook.remove()
+    # one forward, of rows as wide as the longest group (a prompt + its responses' real tokens),
+    # at most one per group (short groups share one), fewer tokens than the padded rows
+    P, groups = seq.prompt_width, [seq.prompt_index == p for p in seq.prompt_index.unique()]
+    width = max(int(seq.attention_mask[g][0, :P].sum() + seq.response_mask[g].sum()) for g in groups)
+    assert len(calls) == 1 and calls[0][1] == width and calls[0][0] <= len(groups)
+    assert calls[0][0] * calls[0][1] < seq.input_ids.numel()
+    padded = _loss_and_grads(model, seq, padding_free=False)
+    torch.testing.assert_close(packed[0], padded[0], **TOLERANCE)
+    torch.testing.assert_close(packed[1], padded[1], **TOLERANCE)
+    _assert_gradients_close(packed[2], padded[2])
+
+
+@pytest.mark.parametrize("case", ["groups", "no repeats", "part of a group", "groups sharing a row"])
+def test_padding_free_log_probs_entropies_and_gradients_equal_the_padded_ones(embedded_lm, case):
+    _assert_packed_equals_padded(embedded_lm, _cases()[case])
+
+
+@pytest.mark.parametrize("attention", ["eager", "sdpa"])
+def test_padding_free_under_either_attention_and_gradient_checkpointing(attention):
+    model = load_causal_lm("rlrun:tiny-base")
+    model.config._attn_implementation = attention
+    _assert_packed_equals_padded(model, _ragged_groups())
+    getattr(model, "activation_checkpointing_enable", model.gradient_checkpointing_enable)()
+    _assert_packed_equals_padded(model, _ragged_groups())
+
+
+def test_padding_free_through_lora():
+    lora = with_lora(
+        load_causal_lm("rlrun:tiny-base"),
+        SimpleNamespace(r=4, alpha=8, dropout=0.0, target_modules=["q_proj", "v_proj"]),
+    )
+    for module in lora.modules():  # adapters start at B = 0: make them matter
+        if hasattr(module, "lora_B"):
+            torch.nn.init.normal_(module.lora_B["default"].weight, std=0.1)
+    _assert_packed_equals_padded(lora, _ragged_groups())
+
+
+def test_padding_free_critic_values_and_gradients_equal_the_padded_ones():
+    critic = ValueModel.from_pretrained("rlrun:tiny-base")
+    torch.manual_seed(0)
+    torch.nn.init.normal_(critic.value_head.weight)  # a zero head would make every value 0
+    for seq in _cases().values():
+        m = seq.response_mask
+        tokens = []
+        hook = critic.get_input_embeddings().register_forward_hook(
+            lambda m, i, o, seen=tokens: seen.append(i[0].numel())
+        )
+        values = {free: response_values(critic, seq, padding_free=free) * m for free in (True, False)}
+        hook.remove()
+        assert tokens[0] < tokens[1] == seq.input_ids.numel()  # packed, then padded
+        torch.testing.assert_close(values[True], values[False], **TOLERANCE)
+        grads = {free: _gradients(critic, (values[free] ** 2).sum()) for free in values}
+        _assert_gradients_close(grads[True], grads[False])
+
+
+def test_models_that_cannot_take_a_packed_mask_keep_the_padded_layout(random_lm):
+    config = random_lm.config
+    assert packs(random_lm) and packs(ValueModel(random_lm.model))
+    for change, packed in [
+        ({"sliding_window": 4096, "use_sliding_window": False}, True),  # Qwen2's switch: off
+        ({"sliding_window": 4096, "use_sliding_window": True}, False),
+        ({"layer_types": ["full_attention", "sliding_attention"]}, False),
+        ({"_attn_implementation": "flash_attention_2"}, False),
+        ({"model_type": "bloom"}, False),  # ALiBi from a 2D mask
+    ]:
+        saved = {key: getattr(config, key, None) for key in change}
+        for key, value in change.items():
+            setattr(config, key, value)
+        assert packs(random_lm) == packed, change
+        for key, value in saved.items():
+            setattr(config, key, value)
+
+    class RemoteCode(type(random_lm)):  # a model class from outside transformers
+        pass
+
+    assert not packs(RemoteCode(config))
+
+
+def test_the_padded_layout_runs_where_packing_would_not_cost_less(embedded_lm):
+    """Full-length responses: the shared prompts (2 x 7) and the responses (4 x 3) run 26
+    tokens padded, with 2 x 7² + 4 x 3 x 10 = 218 attention pairs; packed, rows of 7 + 2 x 3 =
+    13 tokens would run 26 too, but with 2 x 13² = 338 pairs."""
+    responses = torch.randint(3, 78, (4, 3), generator=torch.Generator().manual_seed(0))
+    seq = Sequences.build([[5] * 7, [6] * 7], responses, torch.ones(4, 3), pad_id=0, n=2)
+    calls = []
+    hook = embedded_lm.model.embed_tokens.register_forward_hook(
+        lambda m, i, o: calls.append(tuple(i[0].shape))
+    )
+    response_log_probs(embedded_lm, seq, 0.7, padding_free=True)
+    hook.remove()
+    assert calls == [(2, 7), (4, 3)]  # prefill once per prompt, then the responses over the cache
+
+
+def test_forward_cost_counts_a_token_as_6_hidden_sizes_of_attention_pairs():
+    assert forward_cost(tokens=100, attention_pairs=6 * 128 * 10, hidden_size=128) == 110
