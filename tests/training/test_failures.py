@@ -61,7 +61,11 @@ def test_weight_norm_is_the_l2_norm_of_all_weights_without_overflow():
 
 
 def _health_session(model):
-    return SimpleNamespace(unwrapped_policy=model, collector=SimpleNamespace(everywhere=bool))
+    return SimpleNamespace(
+        unwrapped_policy=model,
+        collector=SimpleNamespace(everywhere=bool),
+        recipe=SimpleNamespace(actor=SimpleNamespace(padding_free=True)),
+    )
 
 
 def test_a_step_that_blows_up_or_breaks_the_policy_is_named_with_its_learning_rate(monkeypatch):
@@ -72,14 +76,16 @@ def test_a_step_that_blows_up_or_breaks_the_policy_is_named_with_its_learning_ra
         model.weight.copy_(torch.tensor([[3.0, 4.0]]))
         model.bias.zero_()
     seq = SimpleNamespace(input_ids=torch.zeros(8, 3, dtype=torch.long), rows=lambda rows: rows)
-    monkeypatch.setattr(loop, "response_logits", lambda policy, rows: torch.zeros(len(rows), 2))
+    monkeypatch.setattr(loop, "response_logits", lambda policy, rows, padding_free: torch.zeros(len(rows), 2))
     s = _health_session(model)
     assert check_policy_health(s, seq, 3, lr=1e-4, norm_before=4.9) == 5.0  # healthy: the new norm
     with pytest.raises(
         NonFiniteModel, match=r"in step 3 the policy's weights grew 12.5-fold .* \(learning rate 3e\+06\)"
     ):
         check_policy_health(s, seq, 3, lr=3e6, norm_before=0.4)
-    monkeypatch.setattr(loop, "response_logits", lambda policy, rows: torch.full((len(rows), 2), math.inf))
+    monkeypatch.setattr(
+        loop, "response_logits", lambda policy, rows, padding_free: torch.full((len(rows), 2), math.inf)
+    )
     with pytest.raises(NonFiniteModel, match="logits stopped being finite.*lower actor.optimizer.lr"):
         check_policy_health(s, seq, 3, lr=1e-4, norm_before=5.0)
 
