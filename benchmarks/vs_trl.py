@@ -72,7 +72,7 @@ class Result:
     step_times_s: list[float]
     completion_tokens: list[int]  # per step
     mean_reward: list[float]  # per step
-    samples: list[str]  # a few of the first step's completions, each with its token count
+    samples: list[str]  # the first step's first prompt, then a few of its completions with their token counts
     peak_rss_mib: float
     acc_after: float
 
@@ -218,6 +218,10 @@ def run_trl(spec: Spec) -> Result:
         reward_per_step.append(sum(scores) / len(scores))
         if not samples:
             tokenizer = load_tokenizer(spec.model_dir)
+            shown = prompts[0]
+            if isinstance(shown, list):  # the conversation as TRL renders it for generation
+                shown = tokenizer.apply_chat_template(shown, tokenize=False, add_generation_prompt=True)
+            samples.append(f"prompt {shown!r}, answer {answer[0]!r}")
             samples.extend(sample_line(tokenizer, t) for t in texts[:SHOWN])
         return scores
 
@@ -253,6 +257,7 @@ def run_trl(spec: Spec) -> Result:
         bf16=False,
         model_init_kwargs={"dtype": torch.float32},
         seed=spec.seed,
+        shuffle_dataset=False,  # both sides take the training prompts in order: the same prompts each step
         use_cpu=not torch.cuda.is_available(),
         save_strategy="no",
         report_to="none",
@@ -292,6 +297,7 @@ def rlrun_overrides(spec: Spec) -> list[str]:
     return [
         f"model.path={spec.model_dir}",
         *(chat if spec.chat else ["data.apply_chat_template=false"]),  # TRL tokenises plain text as is
+        "data.shuffle=false",  # TRL: shuffle_dataset=False
         f"trainer.total_steps={spec.steps}",
         f"trainer.seed={spec.seed}",
         f"trainer.prompts_per_step={spec.prompts_per_step}",
@@ -349,7 +355,8 @@ def run_rlrun(spec: Spec) -> Result:
     ]
     tokenizer = load_tokenizer(spec.model_dir)
     first = [json.loads(line) for line in run.dir.samples_file.read_text().splitlines()][:SHOWN]
-    samples = [sample_line(tokenizer, s["completion"]) for s in first]
+    samples = [f"prompt {first[0]['prompt']!r}, answer {first[0]['ground_truth']!r}"]
+    samples += [sample_line(tokenizer, s["completion"]) for s in first]
     acc_after = greedy_accuracy(
         run.session.unwrapped_policy,
         tokenizer,
@@ -612,7 +619,7 @@ def main() -> None:
                     + " ".join(f"{x:.2f}" for x in r.mean_reward)
                     + ", step times (s) "
                     + " ".join(f"{x:.1f}" for x in r.step_times_s),
-                    *(f"    step 1 sample, {x}" for x in r.samples),
+                    *(f"    step 1: {x}" for x in r.samples),
                     sep="\n",
                     flush=True,
                 )
