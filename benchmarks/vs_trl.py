@@ -553,7 +553,7 @@ def main() -> None:
     from rlrun.recipes.builtin import builtin_path
 
     lr = args.lr or load_recipe(builtin_path("grpo"), []).recipe.actor.optimizer.lr
-    print(f"$ python benchmarks/vs_trl.py {' '.join(sys.argv[1:])}\n{environment()}\nlr {lr:g}", flush=True)
+    print(f"$ python benchmarks/vs_trl.py {' '.join(sys.argv[1:])}\n{environment()}", flush=True)
     _, val = arithmetic_splits(args.val_prompts)
     betas = {"off": 0.0, "on": KL_ON_BETA}
     results: list[Result] = []
@@ -581,6 +581,7 @@ def main() -> None:
         for name in args.workloads.split(","):
             # The same weights and greedy code on both sides: one "before" figure per workload.
             w = workloads[name]
+            print(f"{name}: lr {w.lr:g} (constant), {w.steps} steps", flush=True)
             acc_before[name] = greedy_accuracy(
                 AutoModelForCausalLM.from_pretrained(w.model_dir),
                 load_tokenizer(w.model_dir),
