@@ -38,6 +38,7 @@ PROMPTS_PER_STEP = 16
 SAMPLES_PER_PROMPT = 8
 KL_ON_BETA = 0.04
 RLRUN_EVAL_PROMPTS = 8
+PER_STEP_SHOWN = 10  # steps whose length, reward and time are printed per run
 SHOWN = 4  # sampled completions of the first step printed per side
 
 
@@ -613,13 +614,14 @@ def main() -> None:
                     flush=True,
                 )
                 rows = spec.prompts_per_step * spec.samples_per_prompt
+                first = f" (the first {PER_STEP_SHOWN})" if spec.steps > PER_STEP_SHOWN else ""
                 print(
-                    "    per step: mean response tokens "
-                    + " ".join(f"{t / rows:.1f}" for t in r.completion_tokens)
+                    f"    per step{first}: mean response tokens "
+                    + " ".join(f"{t / rows:.1f}" for t in r.completion_tokens[:PER_STEP_SHOWN])
                     + ", mean reward "
-                    + " ".join(f"{x:.2f}" for x in r.mean_reward)
+                    + " ".join(f"{x:.2f}" for x in r.mean_reward[:PER_STEP_SHOWN])
                     + ", step times (s) "
-                    + " ".join(f"{x:.1f}" for x in r.step_times_s),
+                    + " ".join(f"{x:.1f}" for x in r.step_times_s[:PER_STEP_SHOWN]),
                     *(f"    step 1: {x}" for x in r.samples),
                     sep="\n",
                     flush=True,
