@@ -37,6 +37,9 @@ from transformers import (
 PROMPTS_PER_STEP = 16
 SAMPLES_PER_PROMPT = 8
 KL_ON_BETA = 0.04
+RLRUN_EVAL_PROMPTS = 8
+PER_STEP_SHOWN = 10  # steps whose length, reward and time are printed per run
+SHOWN = 4  # sampled completions of the first step printed per side
 
 
 @dataclass(frozen=True)
@@ -69,6 +72,8 @@ class Result:
     spec: Spec
     step_times_s: list[float]
     completion_tokens: list[int]  # per step
+    mean_reward: list[float]  # per step
+    samples: list[str]  # the first step's first prompt, then a few of its completions with their token counts
     peak_rss_mib: float
     acc_after: float
 
@@ -80,6 +85,12 @@ class Result:
     def tokens_per_s(self) -> float:
         timed = self.timed()
         return sum(self.completion_tokens[timed]) / sum(self.step_times_s[timed])
+
+    @property
+    def mean_response_tokens(self) -> float:
+        """Completion tokens per sampled response over the timed steps."""
+        rows = self.spec.prompts_per_step * self.spec.samples_per_prompt
+        return statistics.mean(self.completion_tokens[self.timed()]) / rows
 
     def timed(self) -> slice:
         """All steps but the first (warm-up: allocator, lazy init) and the last (rlrun's
@@ -163,6 +174,12 @@ def greedy_accuracy(
     return sum(scores) / len(scores)
 
 
+def sample_line(tokenizer: PreTrainedTokenizerBase, text: str) -> str:
+    """A sampled completion for the log, with its length in tokens (EOS not counted): the same
+    count on both sides, from the decoded text (rlrun's samples.jsonl keeps only the text)."""
+    return f"{len(tokenizer(text, add_special_tokens=False)['input_ids'])} text tokens: {text!r}"
+
+
 def peak_rss_mib() -> float:
     """This process's peak resident set. Linux: VmHWM, which starts afresh at exec, whereas
     ru_maxrss keeps the high-water mark of the parent the worker was forked from."""
@@ -185,6 +202,8 @@ def run_trl(spec: Spec) -> Result:
     if spec.chat:  # conversational prompts: TRL applies the chat template itself
         train = [{**r, "prompt": chat_messages(r["prompt"])} for r in train]
     tokens_per_step: list[int] = []
+    reward_per_step: list[float] = []
+    samples: list[str] = []
     score = task_reward(spec.chat)
 
     def reward(
@@ -196,7 +215,16 @@ def run_trl(spec: Spec) -> Result:
     ) -> list[float]:
         tokens_per_step.append(sum(map(len, completion_ids)))
         texts = [c[-1]["content"] if isinstance(c, list) else c for c in completions]
-        return score([str(p) for p in prompts], texts, answer)
+        scores = score([str(p) for p in prompts], texts, answer)
+        reward_per_step.append(sum(scores) / len(scores))
+        if not samples:
+            tokenizer = load_tokenizer(spec.model_dir)
+            shown = prompts[0]
+            if isinstance(shown, list):  # the conversation as TRL renders it for generation
+                shown = tokenizer.apply_chat_template(shown, tokenize=False, add_generation_prompt=True)
+            samples.append(f"prompt {shown!r}, answer {answer[0]!r}")
+            samples.extend(sample_line(tokenizer, t) for t in texts[:SHOWN])
+        return scores
 
     class StepClock(TrainerCallback):
         def __init__(self) -> None:
@@ -230,6 +258,7 @@ def run_trl(spec: Spec) -> Result:
         bf16=False,
         model_init_kwargs={"dtype": torch.float32},
         seed=spec.seed,
+        shuffle_dataset=False,  # both sides take the training prompts in order: the same prompts each step
         use_cpu=not torch.cuda.is_available(),
         save_strategy="no",
         report_to="none",
@@ -253,7 +282,7 @@ def run_trl(spec: Spec) -> Result:
         max_new_tokens=spec.eval_tokens,
     )
     step_times = [b - a for a, b in pairwise(clock.marks)]
-    return Result(spec, step_times, tokens_per_step, peak_rss_mib(), acc_after)
+    return Result(spec, step_times, tokens_per_step, reward_per_step, samples, peak_rss_mib(), acc_after)
 
 
 # --- rlrun ---------------------------------------------------------------------------------
@@ -269,6 +298,7 @@ def rlrun_overrides(spec: Spec) -> list[str]:
     return [
         f"model.path={spec.model_dir}",
         *(chat if spec.chat else ["data.apply_chat_template=false"]),  # TRL tokenises plain text as is
+        "data.shuffle=false",  # TRL: shuffle_dataset=False
         f"trainer.total_steps={spec.steps}",
         f"trainer.seed={spec.seed}",
         f"trainer.prompts_per_step={spec.prompts_per_step}",
@@ -298,9 +328,12 @@ def rlrun_overrides(spec: Spec) -> list[str]:
         f"actor.kl_loss.coef={spec.beta}",
         "actor.kl_loss.estimator=low_var_kl",  # k3, as TRL
         "trainer.eval.every_steps=0",  # rlrun evaluates only at the start and the end
-        f"trainer.eval.prompts={spec.val_prompts}",
+        # rlrun's own evaluations fall outside the timed steps and TRL runs none: a token few, so
+        # that both sides' memory and wall time carry only the shared greedy evaluation.
+        f"trainer.eval.prompts={min(spec.val_prompts, RLRUN_EVAL_PROMPTS)}",
         "trainer.checkpoint.every_steps=0",  # only the final one, after the last timed step
         "logging.wandb.enabled=false",
+        "logging.samples_every_steps=1",
     ]
 
 
@@ -321,14 +354,19 @@ def run_rlrun(spec: Spec) -> Result:
     tokens = [
         round(m["response_length/mean"] * spec.prompts_per_step * spec.samples_per_prompt) for m in steps
     ]
+    tokenizer = load_tokenizer(spec.model_dir)
+    first = [json.loads(line) for line in run.dir.samples_file.read_text().splitlines()][:SHOWN]
+    samples = [f"prompt {first[0]['prompt']!r}, answer {first[0]['ground_truth']!r}"]
+    samples += [sample_line(tokenizer, s["completion"]) for s in first]
     acc_after = greedy_accuracy(
         run.session.unwrapped_policy,
-        load_tokenizer(spec.model_dir),
+        tokenizer,
         val,
         chat=spec.chat,
         max_new_tokens=spec.eval_tokens,
     )
-    return Result(spec, step_times, tokens, peak_rss_mib(), acc_after)
+    rewards = [m["critic/score/mean"] for m in steps]
+    return Result(spec, step_times, tokens, rewards, samples, peak_rss_mib(), acc_after)
 
 
 # --- orchestration --------------------------------------------------------------------------
@@ -383,57 +421,71 @@ def row(cells: list[str]) -> str:
     return "| " + " | ".join(cells) + " |"
 
 
+def spread(values: list[float], fmt: str) -> str:
+    """`lo–hi` over the repeats (one value when they agree or there is one run)."""
+    lo, hi = format(min(values), fmt), format(max(values), fmt)
+    return lo if lo == hi else f"{lo}–{hi}"
+
+
 def report(results: list[Result], acc_before: dict[str, float]) -> str:
-    """The Markdown table: each side, then the rlrun / TRL ratios, per (workload, KL)."""
+    """The Markdown table: each side, then the rlrun / TRL ratios, per (workload, KL); with
+    repeats, each cell is the range over them (ratios: over the repeats' pairs, in run order)."""
     lines = [
         row(
             [
                 "workload",
                 "KL",
                 "side",
+                "runs",
                 "median step (s)",
                 "completion tok/s",
+                "mean response tokens",
                 "peak RSS (MiB)",
                 "val acc before",
                 "val acc after",
             ]
         ),
-        row(["---"] * 3 + ["---:"] * 5),
+        row(["---"] * 3 + ["---:"] * 7),
     ]
-    pairs: dict[tuple[str, float], dict[str, Result]] = {}
+    groups: dict[tuple[str, float], dict[str, list[Result]]] = {}
     for r in results:
-        pairs.setdefault((r.spec.workload, r.spec.beta), {})[r.spec.side] = r
-    for (workload, beta), sides in pairs.items():
+        groups.setdefault((r.spec.workload, r.spec.beta), {}).setdefault(r.spec.side, []).append(r)
+    for (workload, beta), sides in groups.items():
         kl = f"beta {beta:g}" if beta else "off"
         for side in ("trl", "rlrun"):
-            if r := sides.get(side):
+            if runs := sides.get(side):
                 lines.append(
                     row(
                         [
                             workload,
                             kl,
                             side,
-                            f"{r.median_step_s:.3f}",
-                            f"{r.tokens_per_s:,.0f}",
-                            f"{r.peak_rss_mib:,.0f}",
+                            str(len(runs)),
+                            spread([r.median_step_s for r in runs], ".3f"),
+                            spread([r.tokens_per_s for r in runs], ",.0f"),
+                            spread([r.mean_response_tokens for r in runs], ".1f"),
+                            spread([r.peak_rss_mib for r in runs], ",.0f"),
                             f"{acc_before[workload]:.1%}",
-                            f"{r.acc_after:.1%}",
+                            spread([r.acc_after for r in runs], ".1%"),
                         ]
                     )
                 )
-        if len(sides) == 2:
-            t, o = sides["trl"], sides["rlrun"]
+        pairs = list(zip(sides.get("trl", []), sides.get("rlrun", [])))
+        if pairs:
             lines.append(
                 row(
                     [
                         workload,
                         kl,
                         "**rlrun / TRL**",
-                        f"{o.median_step_s / t.median_step_s:.2f}x",
-                        f"**{o.tokens_per_s / t.tokens_per_s:.2f}x**",
-                        f"{o.peak_rss_mib / t.peak_rss_mib:.2f}x",
+                        str(len(pairs)),
+                        spread([o.median_step_s / t.median_step_s for t, o in pairs], ".2f") + "x",
+                        "**" + spread([o.tokens_per_s / t.tokens_per_s for t, o in pairs], ".2f") + "x**",
+                        spread([o.mean_response_tokens / t.mean_response_tokens for t, o in pairs], ".2f")
+                        + "x",
+                        spread([o.peak_rss_mib / t.peak_rss_mib for t, o in pairs], ".2f") + "x",
                         "",
-                        f"{(o.acc_after - t.acc_after) * 100:+.1f} pts",
+                        spread([(o.acc_after - t.acc_after) * 100 for t, o in pairs], "+.1f") + " pts",
                     ]
                 )
             )
@@ -479,6 +531,13 @@ def main() -> None:
     parser.add_argument("--sides", default="trl,rlrun", help="comma-separated subset of trl,rlrun")
     parser.add_argument("--lr", type=float, help="both sides' learning rate (default: the grpo recipe's)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--repeats",
+        type=int,
+        default=1,
+        help="run every setting this many times (every other repeat in reverse order: ABBA per setting); "
+        "the table gives ranges",
+    )
     parser.add_argument("--val-prompts", type=int, default=500)
     parser.add_argument("--model", default="rlrun:tiny-base", help="the tiny workload's model")
     parser.add_argument("--quick", action="store_true", help="smoke run: 5 / 2 steps, 100 validation prompts")
@@ -495,7 +554,7 @@ def main() -> None:
     from rlrun.recipes.builtin import builtin_path
 
     lr = args.lr or load_recipe(builtin_path("grpo"), []).recipe.actor.optimizer.lr
-    print(f"$ python benchmarks/vs_trl.py {' '.join(sys.argv[1:])}\n{environment()}\nlr {lr:g}", flush=True)
+    print(f"$ python benchmarks/vs_trl.py {' '.join(sys.argv[1:])}\n{environment()}", flush=True)
     _, val = arithmetic_splits(args.val_prompts)
     betas = {"off": 0.0, "on": KL_ON_BETA}
     results: list[Result] = []
@@ -523,6 +582,7 @@ def main() -> None:
         for name in args.workloads.split(","):
             # The same weights and greedy code on both sides: one "before" figure per workload.
             w = workloads[name]
+            print(f"{name}: lr {w.lr:g} (constant), {w.steps} steps", flush=True)
             acc_before[name] = greedy_accuracy(
                 AutoModelForCausalLM.from_pretrained(w.model_dir),
                 load_tokenizer(w.model_dir),
@@ -530,7 +590,9 @@ def main() -> None:
                 chat=w.chat,
                 max_new_tokens=w.eval_tokens,
             )
-        runs = [(w, k) for w in args.workloads.split(",") for k in args.kl.split(",")]
+        settings = [(w, k) for w in args.workloads.split(",") for k in args.kl.split(",")]
+        # Every other repeat runs the settings backwards, so each setting gets both side orders.
+        runs = [x for rep in range(args.repeats) for x in (settings if rep % 2 == 0 else settings[::-1])]
         for i, (name, kl) in enumerate(runs):
             order = ("trl", "rlrun") if i % 2 == 0 else ("rlrun", "trl")  # ABBA against drift
             for side in (s for s in order if s in args.sides.split(",")):
@@ -538,16 +600,30 @@ def main() -> None:
                     workloads[name],
                     side=side,
                     beta=betas[kl],
-                    work_dir=str(Path(tmp) / f"{name}-{kl}-{side}"),
+                    work_dir=str(Path(tmp) / f"{i}-{name}-{kl}-{side}"),
                 )
-                started = time.perf_counter()
+                started, load_before = time.perf_counter(), os.getloadavg()[0]
                 r = run_side(spec)
                 results.append(r)
                 print(
                     f"{name:>5} KL {kl:<3} {side:<5}: {spec.steps} steps, median {r.median_step_s:.3f} s/step, "
                     f"{r.tokens_per_s:,.0f} tok/s, peak RSS {r.peak_rss_mib:,.0f} MiB, "
                     f"acc {acc_before[name]:.1%} -> {r.acc_after:.1%}  "
-                    f"({time.perf_counter() - started:.0f} s wall)",
+                    f"({time.perf_counter() - started:.0f} s wall, "
+                    f"load average {load_before:.1f} -> {os.getloadavg()[0]:.1f})",
+                    flush=True,
+                )
+                rows = spec.prompts_per_step * spec.samples_per_prompt
+                first = f" (the first {PER_STEP_SHOWN})" if spec.steps > PER_STEP_SHOWN else ""
+                print(
+                    f"    per step{first}: mean response tokens "
+                    + " ".join(f"{t / rows:.1f}" for t in r.completion_tokens[:PER_STEP_SHOWN])
+                    + ", mean reward "
+                    + " ".join(f"{x:.2f}" for x in r.mean_reward[:PER_STEP_SHOWN])
+                    + ", step times (s) "
+                    + " ".join(f"{x:.1f}" for x in r.step_times_s[:PER_STEP_SHOWN]),
+                    *(f"    step 1: {x}" for x in r.samples),
+                    sep="\n",
                     flush=True,
                 )
     print("\n" + report(results, acc_before), flush=True)
