@@ -130,17 +130,19 @@ def training_step(s: Session, step: int) -> tuple[dict[str, float], Experience]:
             chunk=r.actor.micro_batch_samples,
             chunk_tokens=r.actor.micro_batch_tokens,
         )
-        temperature, packed = r.rollout.temperature, r.actor.padding_free
+        temperature, padding_free = r.rollout.temperature, r.actor.padding_free
         ref_log_probs, old_log_probs, values, teacher = None, exp.rollout_log_probs, None, {}
         if needs.reference:
             with timer("ref"), s.reference_model() as reference:
                 ref_log_probs = forward(
-                    lambda q: response_log_probs(reference, q, temperature, padding_free=packed)[0]
+                    lambda q: response_log_probs(reference, q, temperature, padding_free=padding_free)[0]
                 )
         if needs.recompute_old_log_probs:
             with timer("old_log_prob"):
                 old_log_probs = forward(
-                    lambda q: response_log_probs(s.policy_forward, q, temperature, padding_free=packed)[0]
+                    lambda q: response_log_probs(s.policy_forward, q, temperature, padding_free=padding_free)[
+                        0
+                    ]
                 )
         token_inputs = {}  # what the estimator declared it needs beyond the usual inputs
         if needs.sum_pi_squared:
@@ -150,7 +152,7 @@ def training_step(s: Session, step: int) -> tuple[dict[str, float], Experience]:
                     s.policy_forward,
                     temperature=temperature,
                     return_logits=True,
-                    padding_free=packed,
+                    padding_free=padding_free,
                 )
                 token_inputs["sum_pi_squared"] = forward(lambda q: sum_pi_squared(policy_logits(q)[2]))
         if needs.teacher:
@@ -158,7 +160,7 @@ def training_step(s: Session, step: int) -> tuple[dict[str, float], Experience]:
                 teacher = teacher_scores(s, seq)
         if needs.critic:
             with timer("values"):
-                values = forward(lambda q: response_values(s.critic_forward, q, padding_free=packed))
+                values = forward(lambda q: response_values(s.critic_forward, q, padding_free=padding_free))
 
         with timer("adv"):
             metrics: dict[str, Any] = {}
@@ -293,16 +295,17 @@ def scores_at_last_token(scores: torch.Tensor, response_mask: torch.Tensor) -> t
 def teacher_scores(s: Session, seq: Sequences) -> dict[str, torch.Tensor]:
     """The teacher's view of the student's tokens: log-probs of the sampled tokens, or its
     top-k log-probs and ids for `forward_kl_topk`."""
-    d, temperature, packed = s.recipe.distillation, s.recipe.rollout.temperature, s.recipe.actor.padding_free
+    d, temperature = s.recipe.distillation, s.recipe.rollout.temperature
+    padding_free = s.recipe.actor.padding_free
     if d.loss != "forward_kl_topk":
         log_probs = forward_batched(
-            lambda q: response_log_probs(s.teacher, q, temperature, padding_free=packed)[0],
+            lambda q: response_log_probs(s.teacher, q, temperature, padding_free=padding_free)[0],
             seq=seq,
             chunk=s.recipe.actor.micro_batch_samples,
             chunk_tokens=s.recipe.actor.micro_batch_tokens,
         )
         return {"teacher_log_probs": log_probs}
-    logits = response_log_probs(s.teacher, seq, temperature, return_logits=True, padding_free=packed)[2]
+    logits = response_log_probs(s.teacher, seq, temperature, return_logits=True, padding_free=padding_free)[2]
     top = (logits / temperature).log_softmax(-1).topk(min(d.topk, logits.shape[-1]), dim=-1)
     return {"teacher_topk_log_probs": top.values, "teacher_topk_ids": top.indices}
 
