@@ -21,7 +21,8 @@ def main() -> None:
         from rlrun.cli import app
 
         app(prog_name="rlrun")
-    except BaseException:
+    except BaseException:  # typer always ends with SystemExit
+        interrupt.ignore_until_exit()  # the outcome is decided: a late signal must not change it
         if not interrupt.requested():
             raise
         # Ctrl-C before a run started (a run handles its own): said once here, however it surfaced

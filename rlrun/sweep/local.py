@@ -21,6 +21,7 @@ from contextlib import ExitStack
 from dataclasses import dataclass
 from typing import Any
 
+from rlrun import interrupt
 from rlrun.sweep.plan import RunPlan, run_lock
 
 POLL_S = 0.2
@@ -89,7 +90,7 @@ def run_local(
             if item.process.poll() is None:
                 item.process.send_signal(signal.SIGINT)
 
-    handled = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    handled = (*interrupt.STOP_SIGNALS, signal.SIGHUP)
     previous = {signum: signal.signal(signum, forward) for signum in handled}
     try:
         while (queue and not stopping) or active:

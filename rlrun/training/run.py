@@ -44,7 +44,6 @@ from rlrun.training.session import Session, TrainState, locked_changes, on_cpu
 from rlrun.training.sinks import ConsoleSink, JsonlSink, MetricsLogger, SamplesSink, Say, Sink, WandbSink
 from rlrun.training.stalls import STALL_STEPS, find_stalls
 
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1)  # each asks for a clean stop
 SAMPLES_PER_LOG = 16  # completions written to samples.jsonl / the W&B table each time
 # Below this many parameters a CPU run uses one intra-op thread: it is nearly as fast as several
 # and immune to a busy core (with two threads on 2 shared cores a tiny model's step took 8 s, not 0.2).
@@ -265,7 +264,7 @@ class Run:
         at_step_boundary = False
         previous = {}
         if threading.current_thread() is threading.main_thread():
-            previous = {sig: signal.signal(sig, self._on_stop_signal) for sig in STOP_SIGNALS}
+            previous = {sig: signal.signal(sig, self._on_stop_signal) for sig in interrupt.STOP_SIGNALS}
         try:
             yield
             at_step_boundary = True
@@ -302,8 +301,9 @@ class Run:
 
     def close(self, status: str) -> None:
         """Record how the run ended (meta.json first: it is what `compare` and `resume` read),
-        then close the sinks; signals arriving meanwhile are ignored."""
+        then close the sinks; signals arriving meanwhile or later are ignored."""
         self.closing = True
+        interrupt.run_ended()
         if self.main:
             self.dir.update_meta(status=status, end_time=now_iso(), final_step=self.session.step)
             self.logger.close(status)
