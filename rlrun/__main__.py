@@ -6,8 +6,6 @@ from __future__ import annotations
 import os
 import sys
 
-INTERRUPTED = 130  # the shell's code for a process stopped by Ctrl-C
-
 
 def main() -> None:
     # `python -m` puts the working directory first on the path, where a `torch.py` lying there
@@ -28,7 +26,7 @@ def main() -> None:
         # Ctrl-C before a run started (a run handles its own): said once here, however it surfaced
         # (KeyboardInterrupt, typer's exit 130, or an error a library made of it)
         print("Interrupted before the run started; nothing was written.", file=sys.stderr)
-        sys.exit(INTERRUPTED)
+        sys.exit(interrupt.INTERRUPTED)
 
 
 if __name__ == "__main__":

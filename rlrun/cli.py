@@ -425,7 +425,8 @@ def components() -> None:
 # The loop, run directory, checkpoints and logging live in rlrun.training; these commands only
 # parse options, map errors to exit codes and print the outcome.
 
-RUN_FAILED, INTERRUPTED = 1, 130
+RUN_FAILED = 1
+INTERRUPTED = interrupt.INTERRUPTED
 
 # Scale-out options, shared by `train` and `resume`: both relaunch through `accelerate launch`.
 SCALE_OUT = "Scale-out"
@@ -646,7 +647,11 @@ def _train(loaded: LoadedRecipe, options: RunOptions, overrides: list[str]) -> N
         err_console.print(f"[red]Training failed:[/] {type(exc).__name__}: {exc}")
         raise typer.Exit(RUN_FAILED) from None
     if run.status == "interrupted":
-        raise typer.Exit(INTERRUPTED)
+        from rlrun.launch import is_relaunched
+
+        # Under the launcher the launching process reports it: torchrun would print a failure
+        # report for each process that ended with 130.
+        raise typer.Exit(0 if is_relaunched() else INTERRUPTED)
     if run.main:  # one line however many processes trained
         console.print(f"[green]✓[/] finished: {run.dir.path}")
 

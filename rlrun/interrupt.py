@@ -16,6 +16,7 @@ import threading
 from typing import Any
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1)  # each asks for a clean stop
+INTERRUPTED = 130  # the exit code of a command a stop signal ended (the shell's, for Ctrl-C)
 
 _requested = False
 _run_ended = False

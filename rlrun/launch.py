@@ -27,18 +27,23 @@ flags that were given (Accelerate lets flags override the file).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import psutil
 import torch
 
+from rlrun import interrupt
 from rlrun.errors import ConfigIssue, RecipeError
 from rlrun.schema import Recipe
 
@@ -46,6 +51,10 @@ RELAUNCH_ENV = "RLRUN_LAUNCHED"
 STRATEGIES = ("ddp", "fsdp2", "deepspeed_zero2", "deepspeed_zero3")
 MIXED_PRECISIONS = ("no", "bf16", "fp16")
 ENTRY_MODULE = "rlrun"  # each launched process runs `python -m rlrun <argv>` (rlrun/__main__.py)
+# torchrun's `--signals_to_handle` (its environment form): the agent handles only these itself
+# and ignores the stop signals (see `run_launcher`). An older torch without the option has its
+# agent pass SIGINT and SIGTERM on as well; the training processes take such a twin as one.
+LAUNCHER_SIGNALS = "SIGHUP,SIGQUIT"
 
 
 def is_relaunched() -> bool:
@@ -143,12 +152,50 @@ def relaunch_with_accelerate(
             mixed_precision=mixed_precision,
             config_dir=Path(config_dir),
         )
-        env = {**os.environ, RELAUNCH_ENV: "1"}
+        env = {**os.environ, "PET_SIGNALS_TO_HANDLE": LAUNCHER_SIGNALS, RELAUNCH_ENV: "1"}
         if use_cpu:
             # Accelerate's torchrun path plus this flag gives multi-process CPU (gloo); its own
             # --cpu flag would start a single process instead.
             env["ACCELERATE_USE_CPU"] = "true"
-        return subprocess.run(command, env=env, check=False).returncode
+        return run_launcher(command, env)
+
+
+def run_launcher(command: Sequence[str], env: dict[str, str]) -> int:
+    """Run the launcher and wait for it; return its exit code, or
+    :data:`rlrun.interrupt.INTERRUPTED` when a stop signal came.
+
+    Each stop signal this process gets (Ctrl-C, SIGTERM, SIGUSR1) goes once to every training
+    process: on the first they finish their step and save a checkpoint, on a second they stop at
+    once, as a single process does. torchrun starts each training process in a session of its
+    own, where a terminal's Ctrl-C does not reach it, so this process sends the signals itself;
+    the launcher runs in its own session too and ignores them (an ignored signal stays ignored
+    across exec; the training processes set their own handlers), or it would pass each one on a
+    second time and, after 30 s, kill processes still saving.
+    """
+    on_main_thread = threading.current_thread() is threading.main_thread()
+    previous = {}
+    if on_main_thread:  # a signal in the moment until the launcher has started is lost
+        previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in interrupt.STOP_SIGNALS}
+    received: list[int] = []
+    try:
+        process = subprocess.Popen(list(command), env=env, start_new_session=True)
+        launcher = psutil.Process(process.pid)
+
+        def pass_on(signum: int, frame: Any) -> None:
+            received.append(signum)
+            with contextlib.suppress(psutil.NoSuchProcess):  # the launcher has ended
+                for worker in launcher.children():
+                    with contextlib.suppress(psutil.NoSuchProcess):
+                        worker.send_signal(signum)
+
+        if on_main_thread:
+            for sig in interrupt.STOP_SIGNALS:
+                signal.signal(sig, pass_on)
+        code = process.wait()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    return interrupt.INTERRUPTED if received else code
 
 
 def accelerate_command(

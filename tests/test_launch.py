@@ -118,14 +118,14 @@ def test_relaunch_refuses_to_recurse(monkeypatch):
 def test_relaunch_cleans_up_its_config_files(monkeypatch, tmp_path):
     seen: dict = {}
 
-    def fake_run(command, env, check):
+    def fake_run(command, env):
         seen["file"] = Path(_value(command, "--deepspeed_config_file"))
         seen["exists"] = seen["file"].exists()
         seen["env"] = env
-        return type("Done", (), {"returncode": 3})()
+        return 3
 
     monkeypatch.delenv(launch.RELAUNCH_ENV, raising=False)
-    monkeypatch.setattr(launch.subprocess, "run", fake_run)
+    monkeypatch.setattr(launch, "run_launcher", fake_run)
     topology = launch.Topology(2)
     code = launch.relaunch_with_accelerate(
         ["train", "r.yaml"], topology, strategy="deepspeed_zero2", cpu=True

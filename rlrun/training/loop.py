@@ -102,7 +102,7 @@ def train(
             run.log(step, metrics, experience)
             if run.checkpoint_due(step):
                 run.checkpoint()
-            if run.stop_requested:  # Ctrl-C: the step is complete, the run stops here
+            if run.stop_agreed():  # Ctrl-C: the step is complete, the run stops here
                 break
     return run
 

@@ -11,6 +11,7 @@ import signal
 import socket
 import statistics
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -44,6 +45,9 @@ from rlrun.training.session import Session, TrainState, locked_changes, on_cpu
 from rlrun.training.sinks import ConsoleSink, JsonlSink, MetricsLogger, SamplesSink, Say, Sink, WandbSink
 from rlrun.training.stalls import STALL_STEPS, find_stalls
 
+# The same signal again this soon is one request delivered twice, not the second that stops at
+# once: SLURM signals every process of a job step, and torchrun passes the signal on as well.
+DUPLICATE_SIGNAL_S = 0.5
 SAMPLES_PER_LOG = 16  # completions written to samples.jsonl / the W&B table each time
 # Below this many parameters a CPU run uses one intra-op thread: it is nearly as fast as several
 # and immune to a busy core (with two threads on 2 shared cores a tiny model's step took 8 s, not 0.2).
@@ -123,6 +127,7 @@ class Run:
         self.profile_dir = path / "profile" if options.profile else None
         self.start_wall = 0.0
         self.stop_requested = False
+        self.first_stop_signal: tuple[int, float] | None = None  # which signal, when (monotonic)
         self.closing = False  # the end is being recorded: a further signal must not cut it short
         self.step_seconds: list[float] = []  # this invocation's step times, for the slow-step note
         wandb_id = None
@@ -283,7 +288,7 @@ class Run:
                 except KeyboardInterrupt:  # a second signal while saving: the partial save is ignored
                     pass
             self.close(status)
-            if status == "interrupted":
+            if status == "interrupted" and self.main:
                 self.say(
                     f"Interrupted at step {self.session.step}. Continue with `rlrun resume {self.dir.path}`."
                 )
@@ -293,11 +298,28 @@ class Run:
     def _on_stop_signal(self, signum: int, frame: Any) -> None:
         if self.closing:
             return
-        if self.stop_requested:
+        now = time.monotonic()
+        if self.first_stop_signal is not None:
+            first, at = self.first_stop_signal
+            if signum == first and now - at < DUPLICATE_SIGNAL_S:
+                return
             raise KeyboardInterrupt
+        self.first_stop_signal = (signum, now)
         self.stop_requested = True
-        name = "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
-        self.say(f"{name}: finishing this step, then saving a checkpoint (Ctrl-C again stops at once).")
+        if self.main:
+            name = "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
+            self.say(f"{name}: finishing this step, then saving a checkpoint (Ctrl-C again stops at once).")
+
+    def stop_agreed(self) -> bool:
+        """Whether the run stops after the step just done. Several processes decide together: a
+        signal can reach one of them a step before another, and a process that stopped alone
+        would leave the others waiting in their next collective operation for ever."""
+        accelerator = self.session.accelerator
+        if accelerator.num_processes > 1:
+            flag = torch.tensor([float(self.stop_requested)], device=accelerator.device)
+            torch.distributed.all_reduce(flag, op=torch.distributed.ReduceOp.MAX)
+            self.stop_requested = bool(flag.item())
+        return self.stop_requested
 
     def close(self, status: str) -> None:
         """Record how the run ended (meta.json first: it is what `compare` and `resume` read),

@@ -4,11 +4,14 @@ between process counts."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -138,3 +141,63 @@ def test_a_checkpoint_resumes_in_another_number_of_processes(tmp_path, first, th
     assert (meta["setup"]["processes"], meta["resumes"][0]["setup"]["processes"]) == (first, then)
     assert meta["setup"]["strategy"] == ("ddp" if first > 1 else "none")
     assert sorted(p.name for p in (run_dir / "checkpoints").iterdir()) == ["step_000001", "step_000002"]
+
+
+def _descendants(pid: int) -> list[int]:
+    children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    return [p for child in map(int, children) for p in (child, *_descendants(child))]
+
+
+@pytest.mark.slow
+def test_a_stop_signal_ends_both_processes_at_the_same_step_with_a_checkpoint(tmp_path):
+    """Kubernetes and a terminal signal the rlrun command, SLURM every process of the job, and a
+    signal may reach one training process only: in each case both processes finish the same
+    step, it is saved, nothing is left running and no launcher traceback is printed. The
+    command's exit code is 130 whenever it got the signal itself."""
+    cases = {"command": 130, "every_process": 130, "one_training_process": 0}
+    command = ["train", "grpo", *TINY, "trainer.total_steps=500", "trainer.eval.every_steps=0", "trainer.checkpoint.every_steps=0", "logging.console.enabled=false"]  # fmt: skip
+    procs = {
+        case: subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "rlrun",
+                *command,
+                "--run-dir",
+                str(tmp_path / case),
+                "--num-processes",
+                "2",
+                "--main-process-port",
+                str(_free_port()),
+            ],
+            env=ENV,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for case in cases
+    }
+    try:
+        for case, proc in procs.items():
+            metrics = tmp_path / case / "metrics.jsonl"
+            while proc.poll() is None and not (metrics.exists() and metrics.read_text().count("\n") >= 3):
+                time.sleep(0.1)
+            tree = [proc.pid, *_descendants(proc.pid)]  # rlrun, the launcher, two training processes
+            assert len(tree) >= 4, tree
+            targets = {"command": tree[:1], "every_process": tree, "one_training_process": tree[-1:]}[case]
+            for pid in targets:
+                os.kill(pid, signal.SIGTERM)
+            _, err = proc.communicate(timeout=300)
+            assert proc.returncode == cases[case], (case, err[-3000:])
+            assert "Traceback" not in err and "ChildFailedError" not in err, err[-3000:]
+            assert not [pid for pid in tree if Path(f"/proc/{pid}").exists()]
+            meta = json.loads((tmp_path / case / "meta.json").read_text())
+            assert meta["status"] == "interrupted", case
+            saved = sorted(p.name for p in (tmp_path / case / "checkpoints").glob("step_*"))
+            assert saved == [f"step_{meta['final_step']:06d}"], case
+            assert err.count("Interrupted at step") == 1  # said by the main process only
+    finally:  # a failed check leaves nothing training for minutes
+        for proc in procs.values():
+            with contextlib.suppress(OSError):  # ended meanwhile
+                for pid in [*_descendants(proc.pid), proc.pid] if proc.poll() is None else []:
+                    os.kill(pid, signal.SIGKILL)

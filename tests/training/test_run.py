@@ -82,6 +82,8 @@ def _supervised_run(tmp_path):
     run = Run.__new__(Run)
     run.session = SimpleNamespace(step=4)
     run.stop_requested = run.closing = False
+    run.first_stop_signal = None
+    run.main = True
     run.dir = SimpleNamespace(path=tmp_path)
     run.checkpoint_due = lambda step: False
     run.said, run.saved = [], []
@@ -110,6 +112,27 @@ def test_a_second_signal_stops_at_once_and_saves_no_half_done_step(tmp_path):
         os.kill(os.getpid(), signal.SIGINT)  # still inside step 5: its updates are half applied
         run.session.step = 5  # never reached
     assert run.status == "interrupted" and run.saved == []  # before the fix: step 4's label on half of step 5
+
+
+def test_the_same_signal_twice_at_once_is_one_request(tmp_path):
+    """SLURM signals every process and torchrun passes the signal on as well: a process gets it
+    twice within milliseconds, and must still finish its step and save."""
+    run = _supervised_run(tmp_path)
+    with run.supervise():
+        os.kill(os.getpid(), signal.SIGTERM)
+        os.kill(os.getpid(), signal.SIGTERM)
+        run.session.step = 5
+    assert run.status == "interrupted" and run.saved == [5]
+
+
+def test_the_same_signal_again_after_a_moment_stops_at_once(tmp_path, monkeypatch):
+    monkeypatch.setattr(run_module, "DUPLICATE_SIGNAL_S", 0.0)  # the moment has passed
+    run = _supervised_run(tmp_path)
+    with run.supervise():
+        os.kill(os.getpid(), signal.SIGINT)
+        os.kill(os.getpid(), signal.SIGINT)
+        run.session.step = 5  # never reached
+    assert run.status == "interrupted" and run.saved == []
 
 
 def test_a_second_signal_while_the_end_is_recorded_still_leaves_the_status_written(tmp_path):
