@@ -42,6 +42,7 @@ from rlrun.algorithms.kl import apply_kl_penalty, kl_penalty
 from rlrun.algorithms.masked import sum_pi_squared
 from rlrun.algorithms.value_loss import compute_value_loss
 from rlrun.recipes import LoadedRecipe
+from rlrun.schema import Recipe
 from rlrun.training.batching import MiniBatch, UpdateMetrics, plan_minibatches
 from rlrun.training.distributed import global_advantages
 from rlrun.training.experience import Experience
@@ -51,6 +52,7 @@ from rlrun.training.run import Run, RunOptions, start_run
 from rlrun.training.sequences import (
     Sequences,
     forward_batched,
+    forward_in_parts,
     response_log_probs,
     response_logits,
     response_values,
@@ -131,15 +133,22 @@ def training_step(s: Session, step: int) -> tuple[dict[str, float], Experience]:
             chunk_tokens=r.actor.micro_batch_tokens,
         )
         temperature, padding_free = r.rollout.temperature, r.actor.padding_free
+        # The reference and the old policy score the rows in the micro-batches of the actor's
+        # first epoch: the same shapes give log-probs equal to the bit while the policy still
+        # equals them (a KL of exactly 0, a ratio of exactly 1). Other shapes differ in the last
+        # bits, and AdamW turns a KL gradient of pure float noise into a full-size step.
+        scored_as_in_update = needs.reference or needs.recompute_old_log_probs
+        parts = first_epoch_micro_batches(s, seq, step) if scored_as_in_update else []
+        as_in_update = partial(forward_in_parts, seq=seq, parts=parts)
         ref_log_probs, old_log_probs, values, teacher = None, exp.rollout_log_probs, None, {}
         if needs.reference:
             with timer("ref"), s.reference_model() as reference:
-                ref_log_probs = forward(
+                ref_log_probs = as_in_update(
                     lambda q: response_log_probs(reference, q, temperature, padding_free=padding_free)[0]
                 )
         if needs.recompute_old_log_probs:
             with timer("old_log_prob"):
-                old_log_probs = forward(
+                old_log_probs = as_in_update(
                     lambda q: response_log_probs(s.policy_forward, q, temperature, padding_free=padding_free)[
                         0
                     ]
@@ -330,7 +339,7 @@ def update_actor(
         "clip_ratio_high": a.clip_ratio_high,
         "clip_ratio_c": a.clip_ratio_c,
     }
-    generator = torch.Generator().manual_seed(step_seed(r.trainer.seed, step, SHUFFLE_STREAM))
+    generator = actor_shuffle(r, step)
     draws = {}  # a loss that draws random numbers gets its own stream: resume draws the same
     if s.policy_loss_needs.draws_random:
         draws["generator"] = torch.Generator().manual_seed(step_seed(r.trainer.seed, step, LOSS_STREAM))
@@ -399,6 +408,17 @@ def update_actor(
             out.add(sums={"actor/kl_loss": kl.detach()})
         s.accelerator.backward(loss)
     return out.result()
+
+
+def actor_shuffle(recipe: Recipe, step: int) -> torch.Generator:
+    """The random stream that orders the actor's mini-batches in `step`."""
+    return torch.Generator().manual_seed(step_seed(recipe.trainer.seed, step, SHUFFLE_STREAM))
+
+
+def first_epoch_micro_batches(s: Session, seq: Sequences, step: int) -> list[torch.Tensor]:
+    """The rows of each micro-batch of the actor's first epoch in `step`, in order (drawn from
+    a stream of their own equal to the one `update_actor` draws them from)."""
+    return [rows for mb in minibatch_plan(s, seq, actor_shuffle(s.recipe, step)) for rows in mb.micro]
 
 
 def update_critic(

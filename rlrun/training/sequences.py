@@ -8,7 +8,7 @@ T + 1 positions' logits (`logits_to_keep`), which predict the T response tokens.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -254,22 +254,33 @@ def response_values(critic: torch.nn.Module, seq: Sequences, *, padding_free: bo
     return values[:, -T - 1 : -1]
 
 
-@torch.no_grad()
 def forward_batched(
     fn: Callable[[Sequences], torch.Tensor], *, seq: Sequences, chunk: int, chunk_tokens: int | None = None
 ) -> torch.Tensor:
     """`fn` (a per-token forward pass) over `seq` in chunks of rows (capping memory), as one
     (N, T) tensor: `chunk` rows at a time, or with `chunk_tokens` chunks of at most that many
     padded tokens, rows of similar length together (`split_by_tokens`)."""
-    width = seq.response_mask.shape[1]
     rows = torch.arange(seq.input_ids.shape[0], device=seq.input_ids.device)
     if chunk_tokens is None:
-        return torch.cat([pad_response(fn(seq.rows(part)), width) for part in rows.split(chunk)])
+        return forward_in_parts(fn, seq=seq, parts=rows.split(chunk))
     parts = split_by_tokens(
         rows, seq.response_mask.sum(-1), budget=chunk_tokens, prompt_width=seq.prompt_width
     )
-    results = [(part, fn(seq.rows(part))) for part in parts]
-    out = results[0][1].new_zeros(len(rows), width)
-    for part, result in results:
+    return forward_in_parts(fn, seq=seq, parts=parts)
+
+
+@torch.no_grad()
+def forward_in_parts(
+    fn: Callable[[Sequences], torch.Tensor], *, seq: Sequences, parts: Iterable[torch.Tensor]
+) -> torch.Tensor:
+    """`fn` over `seq` one part (row indices; every row in exactly one) at a time, as one (N, T)
+    tensor, zero past each part's response width."""
+    out = None
+    for part in parts:
+        result = fn(seq.rows(part))
+        if out is None:
+            out = result.new_zeros(seq.input_ids.shape[0], seq.response_mask.shape[1])
         out[part, : result.shape[1]] = result
+    if out is None:
+        raise ValueError("no rows to run the forward pass on")
     return out

@@ -82,3 +82,25 @@ def test_padding_free_and_padded_runs_give_the_same_metrics(tmp_path, recipe, ba
     for packed, padded in zip(rows[True], rows[False], strict=True):
         # abs 1e-6 for the near-zero differences of log-probs (actor/ppo_kl, pg_loss: seen 6e-8)
         assert packed == pytest.approx(padded, rel=1e-5, abs=1e-6)
+
+
+def test_the_reference_scores_the_rows_in_the_updates_micro_batches(tmp_path, monkeypatch):
+    """Same rows, same shapes: the reference's (and the old policy's) log-probs equal the
+    policy's to the bit while the two are equal. In-order chunks (as before) differed from the shuffled micro-batches of the
+    update, and on SmolLM2 that left a KL gradient of float noise at step 1."""
+    from rlrun.training import loop
+
+    calls = []
+
+    def recording(model, q, *args, **kwargs):
+        calls.append(("update" if "entropy" in kwargs else "score", q.input_ids.tolist()))
+        return response_log_probs(model, q, *args, **kwargs)
+
+    response_log_probs = loop.response_log_probs
+    monkeypatch.setattr(loop, "response_log_probs", recording)
+    overrides = [*SMALL, "actor.mini_batch_samples=8", "actor.micro_batch_samples=4", "actor.kl_loss.enabled=true", "trainer.total_steps=1"]  # fmt: skip
+    run(tmp_path / "run", overrides)
+    scored = [ids for kind, ids in calls if kind == "score"]
+    updated = [ids for kind, ids in calls if kind == "update"]
+    assert len(updated) == 8  # 4 prompts x 8 responses in micro-batches of 4, one epoch
+    assert scored == updated + updated  # the reference, then the old policy (two mini-batches)
