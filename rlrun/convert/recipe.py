@@ -149,7 +149,8 @@ def build(
     rlrun_defaults = Recipe().model_dump(mode="json")
     values: dict[str, Any] = {}
     rows: list[Row] = []
-    # The user's keys first: where two keys set one rlrun key (bf16, torch_dtype), theirs wins.
+    # The user's keys first: where two keys set one rlrun key (verl's two names of the actor's
+    # compute dtype, say), theirs wins over the stack's default.
     for key in [*settings, *(k for k in defaults if k not in settings)]:
         value = effective[key]
         origin = "set" if key in settings else "default"

@@ -66,9 +66,14 @@ def _warmup(value: Any, settings: Settings) -> int | None:
 
 
 def _dtype(value: Any, settings: Settings) -> str | None:
-    if isinstance(value, bool):  # bf16: true
-        return "bfloat16" if value else None
     return {"bfloat16": "bfloat16", "float16": "float16", "float32": "float32", "auto": None}.get(value)
+
+
+def _autocast(value: Any, settings: Settings) -> str | None:
+    """TRL's `bf16: true` is mixed precision: bfloat16 autocast over the weights in their own
+    dtype (`dtype`, float32 unless set). Over bfloat16 weights it changes nothing."""
+    weights = _dtype(settings.get("dtype", settings.get("torch_dtype", "float32")), settings)
+    return "bfloat16" if value is True and weights in ("float32", None) else None  # None: "auto"
 
 
 def _wandb(value: Any, settings: Settings) -> bool:
@@ -147,7 +152,7 @@ TABLE: dict[str, KeyMap] = {
     "reward_weights": KeyMap("reward.functions", "each reward entry's weight", _reward_functions),
     "torch_dtype": KeyMap("model.dtype", "", _dtype),
     "dtype": KeyMap("model.dtype", "", _dtype),
-    "bf16": KeyMap("model.dtype", "TRL trains in bf16 mixed precision; rlrun in one dtype", _dtype),
+    "bf16": KeyMap("trainer.autocast", "mixed precision over the weights' dtype", _autocast),
     "trust_remote_code": KeyMap("model.trust_remote_code"),
     "gradient_checkpointing": KeyMap("model.gradient_checkpointing"),
     "use_peft": KeyMap("model.lora", "LoRA from lora_r, lora_alpha, lora_dropout", _lora),

@@ -80,6 +80,21 @@ def _lora(value: Any, settings: Settings) -> dict[str, Any] | None:
     return lora
 
 
+_MASTER_WEIGHTS = "actor_rollout_ref.actor.fsdp_config.model_dtype"
+
+
+def _torch_dtype(value: Any) -> str:
+    """verl's short dtype names (bf16, fp32) as rlrun's."""
+    return {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}.get(value, value)
+
+
+def _autocast(value: Any, settings: Settings) -> str | None:
+    """verl's actor computes in this dtype over its master weights (FSDP mixed precision): with
+    bfloat16 over float32 weights that is rlrun's autocast; over weights already in it, none."""
+    compute, weights = _torch_dtype(value), _torch_dtype(settings.get(_MASTER_WEIGHTS, "fp32"))
+    return "bfloat16" if compute == "bfloat16" and weights == "float32" else None
+
+
 def _warmup_steps(value: Any, settings: Settings) -> int | None:
     steps = settings.get("actor_rollout_ref.actor.optim.lr_warmup_steps", -1)
     if steps is not None and steps >= 0:
@@ -195,10 +210,13 @@ TABLE: dict[str, KeyMap] = {
     "actor_rollout_ref.model.lora_rank": KeyMap("model.lora", "0 = no LoRA; else model.lora.r", _lora),
     "actor_rollout_ref.model.lora_alpha": KeyMap("model.lora", "model.lora.alpha", _lora),
     "actor_rollout_ref.model.target_modules": KeyMap("model.lora", "model.lora.target_modules", _lora),
-    "actor_rollout_ref.rollout.dtype": KeyMap(
-        "model.dtype",
-        "verl trains fp32 master weights under bf16 mixed precision; rlrun trains in one dtype",
-        lambda v, s: {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}.get(v, v),
+    "actor_rollout_ref.rollout.dtype": KeyMap(None, "rlrun's rollout runs the policy's own weights"),
+    _MASTER_WEIGHTS: KeyMap("model.dtype", "the actor's master weights", lambda v, s: _torch_dtype(v)),
+    "actor_rollout_ref.actor.fsdp_config.mixed_precision.param_dtype": KeyMap(
+        "trainer.autocast", "the actor's compute dtype over its master weights", _autocast
+    ),
+    "actor_rollout_ref.actor.fsdp_config.dtype": KeyMap(  # its name in verl's newer engine
+        "trainer.autocast", "the actor's compute dtype over its master weights", _autocast
     ),
     "actor_rollout_ref.model.*": KeyMap(None, _NO_EFFECT),
     # --- actor ------------------------------------------------------------------------------
@@ -384,7 +402,7 @@ VERL_DEFAULTS: dict[str, Any] = {
     "data.truncation": "error",
     "data.filter_overlong_prompts": False,
     "actor_rollout_ref.model.enable_gradient_checkpointing": True,
-    "actor_rollout_ref.rollout.dtype": "bfloat16",
+    "actor_rollout_ref.actor.fsdp_config.mixed_precision.param_dtype": "bf16",
     "actor_rollout_ref.rollout.n": 1,
     "actor_rollout_ref.rollout.name": "vllm",
     "actor_rollout_ref.rollout.tensor_model_parallel_size": 2,

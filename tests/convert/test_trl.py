@@ -95,7 +95,13 @@ def test_cli(config):
     assert "reward_funcs=null (trl default) -> reward.functions" in result.output
 
 
-def test_the_users_key_wins_over_a_default_for_the_same_rlrun_key():
-    conversion = convert({"torch_dtype": "float32"}, "x")  # TRL's bf16 default would say bfloat16
-    assert conversion.recipe["model"]["dtype"] == "float32"
-    assert "bf16" not in conversion.report()
+def test_bf16_is_mixed_precision_over_float32_weights_as_in_trl():
+    """TRL loads the weights in float32 unless `dtype` says otherwise, and `bf16: true` (its
+    default) autocasts over them: a step of lr 1e-6 survives in float32 weights, not in bfloat16."""
+    default = convert({}, "x").recipe
+    assert default.get("model", {}).get("dtype", "float32") == "float32"
+    assert default["trainer"]["autocast"] == "bfloat16"
+    assert convert({"bf16": False}, "x").recipe["trainer"].get("autocast") is None
+    weights_in_bf16 = convert({"dtype": "bfloat16"}, "x").recipe  # autocast over them: a no-op
+    assert weights_in_bf16["model"]["dtype"] == "bfloat16"
+    assert weights_in_bf16.get("trainer", {}).get("autocast") is None

@@ -468,6 +468,24 @@ def test_unknown_keys_are_reported_not_lost():
     assert "#   my_team.flag=1: unknown" in conversion.to_yaml()
 
 
+def test_the_actor_computes_in_bf16_over_float32_master_weights_as_in_verl():
+    """verl's FSDP actor keeps float32 master weights and computes in bf16 (its default): that
+    is rlrun's autocast, not bfloat16 weights (where a step of lr 1e-6 would round away)."""
+    default = convert({}, "x").recipe
+    assert default.get("model", {}).get("dtype", "float32") == "float32"
+    assert default["trainer"]["autocast"] == "bfloat16"
+    settings, _ = read_command_line(["+actor_rollout_ref.actor.fsdp_config.mixed_precision.param_dtype=fp32"])
+    assert convert(settings, "x").recipe["trainer"].get("autocast") is None  # the user's key wins
+    newer_name = convert({"actor_rollout_ref.actor.fsdp_config.dtype": "float32"}, "x").recipe
+    assert newer_name["trainer"].get("autocast") is None
+    master_in_bf16 = convert({"actor_rollout_ref.actor.fsdp_config.model_dtype": "bf16"}, "x").recipe
+    assert master_in_bf16["model"]["dtype"] == "bfloat16"
+    assert master_in_bf16.get("trainer", {}).get("autocast") is None
+    assert "rollout.dtype=bf16  [rlrun's rollout runs the policy's own weights]" in (
+        convert({"actor_rollout_ref.rollout.dtype": "bf16"}, "x").report()
+    )
+
+
 runner = CliRunner()
 
 
@@ -504,7 +522,7 @@ E2E_RUN = r"""
         data.max_response_length=8 \
         actor_rollout_ref.model.path=rlrun:tiny-base \
         actor_rollout_ref.model.enable_gradient_checkpointing=False \
-        actor_rollout_ref.rollout.dtype=fp32 \
+        +actor_rollout_ref.actor.fsdp_config.mixed_precision.param_dtype=fp32 \
         actor_rollout_ref.rollout.name=hf \
         actor_rollout_ref.rollout.n=4 \
         actor_rollout_ref.actor.optim.lr=3e-4 \
