@@ -170,7 +170,8 @@ def run_launcher(command: Sequence[str], env: dict[str, str]) -> int:
     own, where a terminal's Ctrl-C does not reach it, so this process sends the signals itself;
     the launcher runs in its own session too and ignores them (an ignored signal stays ignored
     across exec; the training processes set their own handlers), or it would pass each one on a
-    second time and, after 30 s, kill processes still saving.
+    second time and, after 30 s, kill processes still saving. A signal before the training
+    processes exist ends the launcher at once.
     """
     on_main_thread = threading.current_thread() is threading.main_thread()
     previous = {}
@@ -184,7 +185,10 @@ def run_launcher(command: Sequence[str], env: dict[str, str]) -> int:
         def pass_on(signum: int, frame: Any) -> None:
             received.append(signum)
             with contextlib.suppress(psutil.NoSuchProcess):  # the launcher has ended
-                for worker in launcher.children():
+                workers = launcher.children()
+                if not workers:  # still starting up (or waiting for other machines): nothing to save
+                    process.kill()
+                for worker in workers:
                     with contextlib.suppress(psutil.NoSuchProcess):
                         worker.send_signal(signum)
 

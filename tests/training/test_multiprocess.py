@@ -201,3 +201,33 @@ def test_a_stop_signal_ends_both_processes_at_the_same_step_with_a_checkpoint(tm
             with contextlib.suppress(OSError):  # ended meanwhile
                 for pid in [*_descendants(proc.pid), proc.pid] if proc.poll() is None else []:
                     os.kill(pid, signal.SIGKILL)
+
+
+def _launcher_started(pid: int) -> bool:
+    with contextlib.suppress(OSError):  # a short-lived child may be gone already
+        return any(
+            b"accelerate" in Path(f"/proc/{child}/cmdline").read_bytes() for child in _descendants(pid)
+        )
+    return False
+
+
+@pytest.mark.slow
+def test_a_stop_signal_before_the_training_processes_start_ends_the_launch(tmp_path):
+    command = [sys.executable, "-m", "rlrun", "train", "grpo", *TINY, "--run-dir", str(tmp_path / "run"), "--num-processes", "2", "--main-process-port", str(_free_port())]  # fmt: skip
+    proc = subprocess.Popen(command, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        while proc.poll() is None and not _launcher_started(proc.pid):
+            time.sleep(0.01)
+        time.sleep(0.3)  # past the moment the launcher starts (a signal then is lost); it imports torch
+        tree = [proc.pid, *_descendants(proc.pid)]
+        assert len(tree) == 2, tree
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        with contextlib.suppress(OSError):
+            for pid in [*_descendants(proc.pid), proc.pid] if proc.poll() is None else []:
+                os.kill(pid, signal.SIGKILL)
+    assert proc.returncode == 130 and "Traceback" not in err, err[-3000:]
+    time.sleep(1)  # a worker spawned at the last moment would show up now
+    assert not [pid for pid in tree if Path(f"/proc/{pid}").exists()]
+    assert not (tmp_path / "run").exists()
