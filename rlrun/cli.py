@@ -646,9 +646,11 @@ def _train(loaded: LoadedRecipe, options: RunOptions, overrides: list[str]) -> N
             raise typer.Exit(INTERRUPTED) from None
         err_console.print(f"[red]Training failed:[/] {type(exc).__name__}: {exc}")
         raise typer.Exit(RUN_FAILED) from None
-    if run.status == "interrupted":
-        from rlrun.launch import is_relaunched
+    from rlrun.launch import is_relaunched, release_process_group
 
+    if run.status == "finished":
+        release_process_group()
+    if run.status == "interrupted":
         # Under the launcher the launching process reports it: torchrun would print a failure
         # report for each process that ended with 130.
         raise typer.Exit(0 if is_relaunched() else INTERRUPTED)
