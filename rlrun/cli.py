@@ -110,6 +110,15 @@ def _dicts(issues: list[ConfigIssue]) -> list[dict[str, Any]]:
     return [issue.to_dict() for issue in issues]
 
 
+def _refuse_output_file(path: Path | None, option: str, make_folder: bool = False) -> None:
+    """Exit 2, before any work, when the file an option names cannot be written."""
+    from rlrun.pathnames import output_file_problem
+
+    if path is not None and (problem := output_file_problem(path, make_folder=make_folder)) is not None:
+        err_console.print(Text(f"error: {option} {path}: {problem}", style="red"), soft_wrap=True)
+        raise typer.Exit(USER_ERROR)
+
+
 # --- validate -----------------------------------------------------------------------------
 
 
@@ -522,15 +531,16 @@ def train(
     topology = Topology(num_processes, num_machines, machine_rank, main_process_ip, main_process_port)
     if resume and run_dir is None and Path(recipe).is_dir():  # `rlrun train --resume runs/x`
         return _resume(Path(recipe), overrides or [], topology, accelerate_config, profile)
+    from rlrun.training.run import RunOptions, check_run_dir
+
+    options = RunOptions(run_dir=run_dir, name=name, resume=resume, overwrite=overwrite, profile=profile)
     with user_errors():
         loaded = load_recipe(recipe, overrides or [])
+        check_run_dir(loaded, options)
     _print_issues(loaded.notices, "notice", "yellow")
     if dry_run:
         return _dry_run(loaded)
     _relaunch_if_multi_process(loaded, topology, accelerate_config)
-    from rlrun.training.run import RunOptions
-
-    options = RunOptions(run_dir=run_dir, name=name, resume=resume, overwrite=overwrite, profile=profile)
     _train(loaded, options, overrides or [])
 
 
@@ -759,12 +769,14 @@ def eval_command(
     if out is not None and out.exists():
         err_console.print(f"[red]error:[/] {out} exists; choose another --out or remove it first")
         raise typer.Exit(USER_ERROR)
+    _refuse_output_file(out, "--out", make_folder=True)
     changes = list(overrides or [])
     changes += [f"data.val_source={json.dumps(data)}"] if data is not None else []
-    changes += [f"reward.functions={json.dumps([_reward_entry(text) for text in reward])}"] if reward else []
     changes += [f"trainer.eval.k={k}", f"trainer.eval.greedy={str(k == 1).lower()}"] if k is not None else []
     changes += [f"trainer.eval.prompts={prompts}"] if prompts is not None else []
     with user_errors(as_json):
+        if reward:
+            changes.append(f"reward.functions={json.dumps([_reward_entry(text) for text in reward])}")
         loaded = load_recipe(recipe or target.run_recipe or "base", changes)
     try:
         with user_errors(as_json):
@@ -804,9 +816,9 @@ def eval_command(
 
 def _reward_entry(text: str) -> Any:
     """`--reward` text: a YAML mapping (`{model: ..., weight: ...}`) as is, anything else a function name."""
-    import yaml
+    from rlrun.recipes.yaml_io import load_yaml
 
-    value = yaml.safe_load(text) if text.lstrip().startswith("{") else None
+    value = load_yaml(text, override=f"--reward {text}") if text.lstrip().startswith("{") else None
     return value if isinstance(value, dict) else {"fn": text}
 
 
@@ -879,6 +891,13 @@ def compare_command(
     from rlrun.compare.runs import RunReadError
     from rlrun.compare.stats import TargetError, parse_target
 
+    if plot is not None:
+        from rlrun.compare.plot import format_problem
+
+        _refuse_output_file(plot, "--plot")
+        if (problem := format_problem(plot)) is not None:
+            err_console.print(Text(f"error: --plot {plot}: {problem}", style="red"), soft_wrap=True)
+            raise typer.Exit(USER_ERROR)
     try:
         options = CompareOptions(
             metrics=[

@@ -26,6 +26,19 @@ PANEL_COLUMNS = 3
 PANEL_SIZE_IN = (5.0, 3.4)
 
 
+def format_problem(out: Path) -> str | None:
+    """Why matplotlib cannot write a figure to `out` (it picks the format from the suffix), or None."""
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    formats = FigureCanvasBase.get_supported_filetypes()
+    if out.suffix.lstrip(".").lower() in formats:
+        return None
+    return (
+        f"`{out.suffix or '(no suffix)'}` is not an image format matplotlib writes; name the file "
+        f"with one of {', '.join('.' + name for name in sorted(formats))} (e.g. curves.png)"
+    )
+
+
 def plot_runs(
     runs: Sequence[RunRecord],
     labels: Sequence[str],

@@ -9,12 +9,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rlrun.errors import ConfigIssue
+from rlrun.errors import ConfigIssue, RecipeError
 from rlrun.recipes.builtin import BUILTIN_DIR, builtin_names, builtin_path
 from rlrun.recipes.keys import KeyPath, did_you_mean
 from rlrun.recipes.paths import anchor_paths
 from rlrun.recipes.provenance import Provenance, Source, SourceKind, paths_in
-from rlrun.recipes.yaml_io import Mark, parse_document
+from rlrun.recipes.yaml_io import Mark, parse_document, read_text
 
 
 @dataclass
@@ -45,30 +45,9 @@ def _read(path: Path, kind: SourceKind, stack: list[Path], issues: list[ConfigIs
     if path.resolve() == (BUILTIN_DIR / "base.yaml").resolve():
         kind = "default"  # the built-in base *is* the defaults
     try:
-        raw = path.read_bytes()
-        text = raw.decode("utf-8")
-    except OSError as exc:
-        issues.append(
-            ConfigIssue(
-                f"the recipe cannot be read: {exc.strerror or exc}",
-                code="recipe-unreadable",
-                file=name,
-                fix="check that the file exists and that you may read it",
-            )
-        )
-        return []
-    except UnicodeDecodeError as exc:
-        line_start = raw.rfind(b"\n", 0, exc.start) + 1
-        issues.append(
-            ConfigIssue(
-                f"the recipe is not UTF-8 text: byte 0x{raw[exc.start]:02x} cannot be decoded",
-                code="recipe-unreadable",
-                file=name,
-                line=raw.count(b"\n", 0, exc.start) + 1,
-                column=exc.start - line_start + 1,
-                fix="save the file as UTF-8 (most editors offer it under 'Save with encoding')",
-            )
-        )
+        text = read_text(path, "recipe", name)
+    except RecipeError as exc:
+        issues.extend(exc.issues)
         return []
     data, marks, found = parse_document(text, name)
     issues.extend(found)

@@ -12,6 +12,7 @@ from pathlib import Path
 from rlrun.components import registries
 from rlrun.embedded import embedded_model_names, is_gguf_path, missing_requirement
 from rlrun.errors import ConfigIssue, show_value
+from rlrun.pathnames import folder_problem
 from rlrun.recipes.inherit import display_path
 from rlrun.recipes.keys import KeyPath
 from rlrun.recipes.provenance import Provenance
@@ -583,6 +584,21 @@ def _model_folder_problem(name: str) -> str | None:
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         return f"its config.json cannot be read as JSON ({exc})"
     return None
+
+
+@environment_rule
+def output_dir_writable(recipe: Recipe, provenance: Provenance) -> Iterator[ConfigIssue]:
+    """Runs write under trainer.output_dir: a file in its place or a folder this user cannot write
+    is found here, not after the models have loaded."""
+    output_dir = recipe.trainer.output_dir
+    if (problem := folder_problem(Path(output_dir))) is not None:
+        yield provenance.issue(
+            ("trainer", "output_dir"),
+            f"runs cannot be written there: {problem}",
+            code="output-dir",
+            found=show_value(output_dir),
+            fix=f"name a folder you may write in (it is made when missing); {PORTABLE_HINT}",
+        )
 
 
 @environment_rule

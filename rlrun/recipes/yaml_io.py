@@ -1,4 +1,10 @@
-"""Reading recipe YAML with the line and column of every key.
+"""Reading the YAML and text rlrun is given, with the line and column of every key.
+
+Every file or string a user writes goes through here: `read_text` for files (recipes, sweep files,
+verl and TRL configs, shell scripts: UTF-8, a leading byte-order mark dropped, at most
+`MAX_TEXT_BYTES`), then `parse_document` (a mapping with the position of every key) or `load_yaml`
+(one value of any shape: a `--reward` value, a converted config). Their errors are `ConfigIssue`s
+naming the file (or command-line argument), line and column.
 
 Two departures from PyYAML's YAML 1.1 defaults, both following YAML 1.2: only `true`/`false`
 are booleans (so `level: off` stays the string "off"), and `1e-4` is a float (1.1 reads it as
@@ -10,13 +16,15 @@ alias inside its own anchor.
 
 from __future__ import annotations
 
+import codecs
 import re
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import yaml
 
-from rlrun.errors import ConfigIssue
+from rlrun.errors import ConfigIssue, RecipeError
 from rlrun.recipes.keys import KeyPath, dotted
 
 _BOOL = "tag:yaml.org,2002:bool"
@@ -32,6 +40,17 @@ _FLOAT_RE = re.compile(
 )
 MAX_DEPTH = 100  # a recipe nests 4-5 levels; PyYAML's composer recurses, so depth is bounded
 MAX_ALIAS_VALUES = 10_000  # values that aliases may add: a recipe uses a few dozen
+# A recipe is a few KB; a generated file of a few MB still reads (in seconds), a runaway one is refused
+# before the parser spends minutes and gigabytes on it.
+MAX_TEXT_BYTES = 16 * 2**20
+# Byte-order marks of the encodings editors offer besides UTF-8 (UTF-32 first: its LE mark starts
+# with UTF-16's).
+_OTHER_ENCODINGS = (
+    (codecs.BOM_UTF32_LE, "UTF-32"),
+    (codecs.BOM_UTF32_BE, "UTF-32"),
+    (codecs.BOM_UTF16_LE, "UTF-16"),
+    (codecs.BOM_UTF16_BE, "UTF-16"),
+)
 _TAG_PREFIX = "tag:yaml.org,2002:"
 
 
@@ -122,16 +141,98 @@ RecipeLoader.add_implicit_resolver(_FLOAT, _FLOAT_RE, list("-+0123456789."))
 RecipeLoader.add_constructor(_BOOL, RecipeLoader.construct_yaml_bool)
 
 
+def read_text(path: Path | str, what: str = "recipe", name: str | None = None) -> str:
+    """The text of a file the user gave rlrun, `what` it is (`recipe`, `sweep file`, `verl config`)
+    and `name` how messages call it (default: the path as given). UTF-8, a leading byte-order mark
+    dropped (some Windows editors write one), at most MAX_TEXT_BYTES. Raises RecipeError with one
+    issue naming the file (and the line and column of a byte that is not UTF-8), its code
+    `<first word of what>-unreadable` (`recipe-unreadable`, `sweep-unreadable`)."""
+    path, name = Path(path), name or str(path)
+
+    def refuse(message: str, fix: str, line: int | None = None, column: int | None = None) -> RecipeError:
+        issue = ConfigIssue(
+            message, code=f"{what.split()[0]}-unreadable", file=name, line=line, column=column, fix=fix
+        )
+        return RecipeError([issue])
+
+    try:
+        with path.open("rb") as file:
+            raw = file.read(MAX_TEXT_BYTES + 1)
+    except OSError as exc:
+        raise refuse(
+            f"the {what} cannot be read: {exc.strerror or exc}",
+            "check that the file exists and that you may read it",
+        ) from None
+    if len(raw) > MAX_TEXT_BYTES:
+        raise refuse(
+            f"the {what} is larger than {MAX_TEXT_BYTES // 2**20} MiB, far more than any {what} needs",
+            "check that this is the file you meant (not a data or model file)",
+        )
+    for mark, encoding in _OTHER_ENCODINGS:
+        if raw.startswith(mark):
+            raise refuse(
+                f"the {what} is {encoding} text, not UTF-8",
+                "save the file as UTF-8 (most editors offer it under 'Save with encoding')",
+            )
+    raw = raw.removeprefix(codecs.BOM_UTF8)
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line_start = raw.rfind(b"\n", 0, exc.start) + 1
+        raise refuse(
+            f"the {what} is not UTF-8 text: byte 0x{raw[exc.start]:02x} cannot be decoded",
+            "save the file as UTF-8 (most editors offer it under 'Save with encoding')",
+            line=raw.count(b"\n", 0, exc.start) + 1,
+            column=exc.start - line_start + 1,
+        ) from None
+
+
 def parse_value(text: str) -> Any:
-    """A command-line override value, read as YAML (`3e-6` -> float, `[a, b]` -> list)."""
+    """A command-line override value, read as YAML (`3e-6` -> float, `[a, b]` -> list). Raises
+    yaml.YAMLError; `load_yaml` turns it into a located issue."""
     return yaml.load(text, Loader=RecipeLoader)
 
 
-def parse_document(text: str, file: str) -> tuple[dict[str, Any], dict[KeyPath, Mark], list[ConfigIssue]]:
-    """Parse one recipe file into (mapping, position of every key and list item, issues).
+def load_yaml(text: str, file: str | None = None, override: str | None = None) -> Any:
+    """One YAML value of any shape (a `--reward` mapping, a verl or TRL config), under the limits of
+    `RecipeLoader`. Raises RecipeError with one issue located in `file` by line and column, or at
+    the command-line argument `override` that held the text."""
+    try:
+        return parse_value(text)
+    except yaml.reader.ReaderError as exc:
+        issue = _character_issue(exc, text, file or "the value")
+    except yaml.MarkedYAMLError as exc:
+        issue = _syntax_issue(exc, file or "the value")
+    except yaml.YAMLError as exc:  # no position (e.g. more than one document)
+        issue = ConfigIssue(f"YAML error: {exc}", code="yaml-syntax", file=file)
+    if override is not None:  # an argument has no file: its one line is the whole text
+        where = f" (column {issue.column})" if issue.column and "\n" not in text else ""
+        issue = ConfigIssue(issue.message + where, code=issue.code, override=override, fix=issue.fix)
+    raise RecipeError([issue])
 
-    A syntax error, a top level that is not a mapping, or a repeated key is an issue; with a
-    syntax error the mapping is empty.
+
+@dataclass(frozen=True)
+class Shape:
+    """What a kind of document must be at its top level, for the message when it is not a mapping."""
+
+    message: str
+    fix: str
+
+
+RECIPE_SHAPE = Shape(
+    "a recipe must be a mapping of sections (`model:`, `actor:`, ...)",
+    "start the file with `extends: base` and one section per line",
+)
+
+
+def parse_document(
+    text: str, file: str, shape: Shape = RECIPE_SHAPE
+) -> tuple[dict[str, Any], dict[KeyPath, Mark], list[ConfigIssue]]:
+    """Parse one recipe (or other mapping) file into (mapping, position of every key and list
+    item, issues).
+
+    A syntax error, a top level that is not a mapping (explained by `shape`), or a repeated key
+    is an issue; with a syntax error the mapping is empty.
     """
     try:
         loader = RecipeLoader(text)  # checks every character first
@@ -144,13 +245,13 @@ def parse_document(text: str, file: str) -> tuple[dict[str, Any], dict[KeyPath, 
         if not isinstance(node, yaml.MappingNode):
             start = _mark(node.start_mark)
             issue = ConfigIssue(
-                "a recipe must be a mapping of sections (`model:`, `actor:`, ...)",
+                shape.message,
                 code="yaml-not-mapping",
                 file=file,
                 line=start.line,
                 column=start.column,
                 found=f"a YAML {node.id}",
-                fix="start the file with `extends: base` and one section per line",
+                fix=shape.fix,
             )
             return {}, {}, [issue]
         positions: dict[KeyPath, Mark] = {(): _mark(node.start_mark)}

@@ -23,6 +23,7 @@ import yaml
 from rlrun.compare.diff import flatten
 from rlrun.compare.runs import load_run
 from rlrun.errors import ConfigIssue, RecipeError
+from rlrun.pathnames import folder_problem, name_problem
 from rlrun.recipes import LoadedRecipe, batch_plan, load_recipe
 from rlrun.sweep.spec import RECIPE_KEY, PlannedRun, Sweep
 from rlrun.training.rundir import RESOLVED, holds_run, now_iso, write_json_atomic
@@ -223,6 +224,14 @@ def _locate(
 ) -> tuple[RunPlan, ConfigIssue | None]:
     """The run's state on disk, or why its directory cannot be used for it."""
     plan = RunPlan(run, recipe, loaded, path, "new", 0, None)
+    if (problem := folder_problem(path) or name_problem(plan.lock_file.name)) is not None:
+        return plan, ConfigIssue(
+            f"the run's directory cannot be made: {problem}",
+            key="trainer.output_dir",
+            code="run-dir",
+            file=str(path)[:300],
+            fix="choose a shorter, writable trainer.output_dir (under `overrides:`), sweep `name:` or seeds",
+        )
     if not path.exists() or (path.is_dir() and not any(path.iterdir())):
         return plan, None
     if not holds_run(path):

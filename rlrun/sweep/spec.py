@@ -27,8 +27,9 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from rlrun.errors import ConfigIssue, RecipeError, show_value
+from rlrun.pathnames import name_problem
 from rlrun.recipes.keys import KeyPath, dotted
-from rlrun.recipes.yaml_io import Mark, parse_document
+from rlrun.recipes.yaml_io import Mark, Shape, parse_document, read_text
 
 RECIPE_KEY = "recipe"  # a point's pseudo-key that chooses its base recipe
 SEED_KEY = "trainer.seed"  # the schema's seed: the sweep's `seeds` set it
@@ -36,6 +37,11 @@ RESERVED_KEYS = (SEED_KEY, "trainer.output_dir")  # not swept: `seeds` sets one,
 DEFAULT_POINT = "default"  # the name of the only point of a sweep without grid or list
 MAX_NAME_CHARS = 200  # a folder name (most file systems allow 255 bytes)
 _UNSAFE = re.compile(r"[^A-Za-z0-9._+-]")
+SWEEP_SHAPE = Shape(
+    "a sweep file is a mapping of its keys (`recipe:`, `grid:`, `list:`, `seeds:`, ...)",
+    "write one key per line, e.g. `recipe: grpo`, then `grid:` with a list of values per swept key "
+    "(a list of points goes under `list:`)",
+)
 
 
 class SweepFile(BaseModel):
@@ -156,6 +162,12 @@ class Sweep:
     def check(self) -> list[ConfigIssue]:
         """Mistakes in the sweep itself (not in the recipes it makes)."""
         issues = []
+        if (problem := name_problem(self.name)) is not None:
+            at = ("name",) if self.spec.name is not None else ()
+            fix = "give the sweep a plain folder name, e.g. `name: lr-sweep`"
+            issues.append(
+                self.issue(at, f"the sweep's name `{self.name[:60]}` cannot be a folder: {problem}", fix=fix)
+            )
         where = [("grid", key) for key in self.spec.grid] + [
             ("overrides", key) for key in self.spec.overrides
         ]
@@ -212,7 +224,7 @@ def read_sweep(path: Path | str) -> Sweep:
         raise RecipeError(
             [ConfigIssue("the sweep file does not exist", code="sweep-missing", file=str(path))]
         )
-    data, positions, issues = parse_document(path.read_text(encoding="utf-8"), str(path))
+    data, positions, issues = parse_document(read_text(path, "sweep file"), str(path), SWEEP_SHAPE)
     if issues:
         raise RecipeError(issues)
     located = Sweep(path, SweepFile(), positions)  # placeholder spec, for locating schema errors

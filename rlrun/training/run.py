@@ -25,7 +25,8 @@ import yaml
 from accelerate import PartialState
 
 from rlrun import interrupt
-from rlrun.errors import RecipeError
+from rlrun.errors import ConfigIssue, RecipeError
+from rlrun.pathnames import folder_problem
 from rlrun.recipes import LoadedRecipe, algorithm_summary
 from rlrun.training import checkpoint as ckpt
 from rlrun.training.allocator import keep_freed_memory
@@ -74,6 +75,23 @@ def default_run_dir(loaded: LoadedRecipe, options: RunOptions) -> Path:
         check_run_name(options.name)
     name = options.name or f"{loaded.source_path.stem}-{datetime.now(timezone.utc):%Y%m%d-%H%M%S}"
     return Path(loaded.recipe.trainer.output_dir) / name
+
+
+def check_run_dir(loaded: LoadedRecipe, options: RunOptions) -> None:
+    """Refuse (RecipeError), before anything loads, a run name or directory the file system cannot
+    hold: `--name ..`, a name or path too long, a file in the way, a folder this user cannot write."""
+    path = default_run_dir(loaded, options)
+    if (problem := folder_problem(path)) is None:
+        return
+    message = f"the run directory cannot be made: {problem}"
+    fix = "choose another directory"
+    if options.run_dir is not None:
+        issue = ConfigIssue(
+            message, key="--run-dir", code="run-dir", override=f"--run-dir {str(path)[:200]}", fix=fix
+        )
+    else:
+        issue = loaded.provenance.issue(("trainer", "output_dir"), message, code="run-dir", fix=fix)
+    raise RecipeError([issue])
 
 
 def cpu_threads_for(parameters: int, environ: Mapping[str, str]) -> int | None:

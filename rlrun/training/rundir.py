@@ -33,6 +33,7 @@ from typing import Any
 import yaml
 
 from rlrun.errors import ConfigIssue, RecipeError
+from rlrun.pathnames import name_problem
 
 RECIPE = "recipe.yaml"  # the recipe as given
 RESOLVED = "resolved.yaml"  # the recipe with defaults and overrides filled in
@@ -84,15 +85,15 @@ def _refuse_flag(path: Path, flag: str, message: str, fix: str) -> RecipeError:
 
 def check_run_name(name: str) -> None:
     """A run name is one folder name: it cannot leave `trainer.output_dir`."""
-    if not name or name in (".", "..") or Path(name).is_absolute() or any(sep in name for sep in "/\\"):
+    if (problem := name_problem(name)) is not None:
         raise RecipeError(
             [
                 ConfigIssue(
-                    message="a run name is a single folder name inside trainer.output_dir",
+                    message=f"a run name is a single folder name inside trainer.output_dir, and {problem}",
                     key="--name",
                     code="run-name",
-                    override=f"--name {name}",
-                    found=repr(name),
+                    override=f"--name {name[:60]}",
+                    found=repr(name[:60]),
                     fix="drop the path from --name, or give the whole path with --run-dir",
                 )
             ]
