@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from rlrun.errors import ConfigIssue, RecipeError
+from rlrun.packages import is_installed
 from rlrun.schema.data import Arithmetic
 from rlrun.tasks.arithmetic import DATA_SOURCE as ARITHMETIC
 from rlrun.tasks.arithmetic import ArithmeticTask
@@ -72,7 +72,7 @@ def reader_package(source: str) -> str | None:
 def missing_reader(source: str) -> str | None:
     """The package `source` needs that is not installed here, or None."""
     package = reader_package(source)
-    return package if package is not None and importlib.util.find_spec(package) is None else None
+    return package if package is not None and not is_installed(package) else None
 
 
 def load_file(path: str | Path) -> list[dict[str, Any]]:
@@ -119,7 +119,8 @@ def _parquet(path: Path, read: Any) -> Any:
 def _json_records(path: Path) -> Iterator[tuple[int, Any]]:
     """(line, record) of a .jsonl file one line at a time, or of a .json file's list."""
     try:
-        with path.open(encoding="utf-8") as lines:
+        # utf-8-sig: a byte-order mark at the start (Windows editors, Excel exports) is not data
+        with path.open(encoding="utf-8-sig") as lines:
             if path.suffix == ".json":
                 records = json.load(lines)
                 if not isinstance(records, list):

@@ -9,11 +9,11 @@ folder or a hub id) passes through unchanged. Nothing is downloaded.
 
 from __future__ import annotations
 
-import importlib.util
 from dataclasses import dataclass
 from pathlib import Path
 
 from rlrun.embedded.gguf import cache_root, converted_folder, gguf_cache_dir
+from rlrun.packages import installed_spec, is_installed
 
 PREFIX = "rlrun:"
 MODELS_DIR = Path(__file__).parent / "models"
@@ -30,7 +30,7 @@ class PackagedGguf:
 
     def path(self) -> Path | None:
         """The GGUF file, or None when the package is not installed."""
-        spec = importlib.util.find_spec(self.module)
+        spec = installed_spec(self.module)
         if spec is None or not spec.submodule_search_locations:
             return None
         path = Path(next(iter(spec.submodule_search_locations))) / self.file
@@ -65,9 +65,9 @@ def is_gguf_path(name_or_path: str) -> bool:
 def missing_requirement(name_or_path: str) -> str | None:
     """What must be installed before the model can load (an install command), or None."""
     if name_or_path.startswith(PREFIX) and (packaged := PACKAGED_GGUF.get(name_or_path[len(PREFIX) :])):
-        if packaged.path() is None or importlib.util.find_spec("gguf") is None:
+        if packaged.path() is None or not is_installed("gguf"):
             return f"pip install 'rlrun[{packaged.extra}]'"
-    elif is_gguf_path(name_or_path) and importlib.util.find_spec("gguf") is None:
+    elif is_gguf_path(name_or_path) and not is_installed("gguf"):
         return "pip install gguf"
     return None
 

@@ -19,6 +19,7 @@ from rlrun.recipes.provenance import Provenance
 from rlrun.registry import Registry
 from rlrun.schema import Recipe
 from rlrun.schema.data import PROMPT_PLACEHOLDER
+from rlrun.schema.reward import RewardModel
 
 Rule = Callable[[Recipe, Provenance], Iterator[ConfigIssue]]
 ERROR_RULES: list[Rule] = []
@@ -294,6 +295,11 @@ def _model_names(recipe: Recipe) -> dict[KeyPath, str]:
         ("critic", "model_path"): recipe.critic.model_path,
         ("reference", "path"): recipe.reference.path,
         ("distillation", "teacher"): recipe.distillation.teacher if recipe.distillation.enabled else None,
+    }
+    models |= {
+        ("reward", "functions", index, "model"): entry.model
+        for index, entry in enumerate(recipe.reward.functions)
+        if isinstance(entry, RewardModel)
     }
     return {path: name for path, name in models.items() if name}
 

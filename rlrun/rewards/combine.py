@@ -139,7 +139,16 @@ def _call(term: _Term, prompts: list[str], completions: list[str], truths: list[
 
 
 def _to_tensor(name: str, key: str, values: Any, n: int, prompts: list[str]) -> torch.Tensor:
-    values = list(values)
+    returned = values
+    try:  # a str is iterable too, but "1.0" is one value, not 3
+        values = None if isinstance(returned, (str, bytes, Mapping)) else list(returned)
+    except TypeError:  # a number, None, a 0-d tensor
+        values = None
+    if values is None:
+        raise RewardError(
+            f"reward {name!r} returned one {type(returned).__name__} ({_short(returned)}) for {key!r} "
+            f"where it must return one number per sample, a list of {n}"
+        )
     if len(values) != n:
         raise RewardError(f"reward {name!r} returned {len(values)} values for {key!r}, expected {n}")
     try:
@@ -150,10 +159,15 @@ def _to_tensor(name: str, key: str, values: Any, n: int, prompts: list[str]) -> 
     if column is None or bad:
         i = bad[0]
         raise RewardError(
-            f"reward {name!r} returned {values[i]!r} for {key!r} on sample {i} (prompt {prompts[i]!r}); "
-            "expected a finite number"
+            f"reward {name!r} returned a {type(values[i]).__name__} ({_short(values[i])}) for {key!r} on "
+            f"sample {i} (prompt {_short(prompts[i])}); expected a finite number (int or float)"
         )
     return column
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def _is_text(values: Any) -> bool:

@@ -29,6 +29,15 @@ def custom_rewards(tmp_path, monkeypatch):
         def not_finite(prompts, completions, ground_truths):
             return [float("nan")] * len(prompts)
 
+        def one_string(prompts, completions, ground_truths):
+            return "1.0"
+
+        def strings(prompts, completions, ground_truths):
+            return ["1.0"] * len(prompts)
+
+        def compute_score(data_source, solution_str, ground_truth, extra_info=None):
+            return "1.0"
+
         NOT_A_FUNCTION = 3
     """)
     )
@@ -112,7 +121,21 @@ def test_a_broken_reward_names_the_function_the_sample_and_the_prompt(custom_rew
 
 
 @pytest.mark.parametrize(
-    ("fn", "message"), [("wrong_length", "returned 1 values"), ("not_finite", "on sample 0")]
+    ("fn", "message"),
+    [
+        ("wrong_length", "returned 1 values"),
+        ("not_finite", "on sample 0"),
+        # "1.0" is one value, not the 3 characters a list of it would make
+        (
+            "one_string",
+            r"returned one str \('1.0'\) for 'score' where it must return one number per sample, a list of 2",
+        ),
+        (
+            "strings",
+            r"returned a str \('1.0'\) for 'score' on sample 0 \(prompt 'a'\); expected a finite number",
+        ),
+        ("compute_score", r"returned a str \('1.0'\) for 'score' on sample 0"),  # verl style, per sample
+    ],
 )
 def test_unusable_results_are_reported(custom_rewards, fn, message):
     with pytest.raises(RewardError, match=message):
