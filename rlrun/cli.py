@@ -96,10 +96,15 @@ def user_errors(as_json: bool = False) -> Iterator[None]:
         raise typer.Exit(USER_ERROR) from None
 
 
+MAX_SHOWN_ISSUES = 50  # more is a file gone wrong (a generated recipe): the first ones show how
+
+
 def _print_issues(issues: list[ConfigIssue], label: str, colour: str) -> None:
     if issues:
         count = f"{len(issues)} {label}" + ("s" if len(issues) > 1 else "")
-        body = "\n\n".join(issue.format() for issue in issues)
+        body = "\n\n".join(issue.format() for issue in issues[:MAX_SHOWN_ISSUES])
+        if len(issues) > MAX_SHOWN_ISSUES:
+            body += f"\n\n... and {len(issues) - MAX_SHOWN_ISSUES} more {label}s (`rlrun validate --json` lists them all)."
         # Text, not markup: messages quote user values and pip extras such as rlrun[vllm]
         err_console.print(
             Panel(Text(body), title=count, title_align="left", border_style=colour, expand=False)

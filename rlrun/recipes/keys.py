@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import difflib
 import typing
+import unicodedata
 from functools import cache
 from typing import Any
 
@@ -79,8 +80,24 @@ def did_you_mean(candidates: list[str]) -> str | None:
 
 def unknown_key_hint(path: KeyPath, value: Any = None) -> str | None:
     """The hint for an unknown key: the rlrun name of a verl key (with its unit change), else a
-    did-you-mean. `value` is what the key holds (a verl section's keys are looked up one by one)."""
-    return _verl_hint(path, value) or did_you_mean(suggest_keys(path))
+    did-you-mean. `value` is what the key holds (a verl section's keys are looked up one by one).
+    A key with a non-ASCII character (a Cyrillic `а` for `a`) is told so first: a did-you-mean
+    would show a name that looks identical."""
+    hint = _verl_hint(path, value) or did_you_mean(suggest_keys(path))
+    return "; ".join(part for part in (_non_ascii_hint(path), hint) if part) or None
+
+
+def _non_ascii_hint(path: KeyPath) -> str | None:
+    key = str(path[-1]) if path else ""
+    index = next((i for i, char in enumerate(key) if not char.isascii()), None)
+    if index is None:
+        return None
+    char = key[index]
+    name = unicodedata.name(char, "unnamed")
+    return (
+        f"the key contains a non-ASCII character, `{char}` (U+{ord(char):04X} {name}) at position "
+        f"{index + 1}, where every rlrun key is plain ASCII: retype it"
+    )
 
 
 def _verl_hint(path: KeyPath, value: Any) -> str | None:

@@ -23,8 +23,8 @@ class Eval(Section):
 class Checkpoint(Section):
     every_steps: NonNegativeInt = 50
     """Checkpoint every this many steps; 0 = only at the end"""
-    keep_last: PositiveInt = 2
-    """Checkpoints kept; older ones are deleted."""
+    keep_last: NonNegativeInt = 2
+    """Checkpoints kept; older ones are deleted. 0 = keep all."""
 
 
 class Trainer(Section):

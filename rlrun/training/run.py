@@ -7,6 +7,7 @@ Only the main process touches the disk or W&B; every process builds the same `Se
 from __future__ import annotations
 
 import os
+import shlex
 import signal
 import socket
 import statistics
@@ -307,11 +308,24 @@ class Run:
                     pass
             self.close(status)
             if status == "interrupted" and self.main:
-                self.say(
-                    f"Interrupted at step {self.session.step}. Continue with `rlrun resume {self.dir.path}`."
-                )
+                self.say(self._interrupted_note())
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
+
+    def _interrupted_note(self) -> str:
+        """Where the run stopped and where `rlrun resume` continues: after a second signal the last
+        step done may be newer than the last checkpoint."""
+        step = self.session.step
+        saved = ckpt.list_checkpoints(self.dir.checkpoints)
+        if not saved:
+            return f"Interrupted at step {step}, before any checkpoint was saved."
+        command = f"`rlrun resume {shlex.quote(str(self.dir.path))}`"
+        if saved[-1][0] == step:
+            return f"Interrupted at step {step}, saved. Continue with {command}."
+        return (
+            f"Interrupted at step {step}; the last checkpoint is step {saved[-1][0]}, where {command} "
+            "continues (the steps after it are trained again)."
+        )
 
     def _on_stop_signal(self, signum: int, frame: Any) -> None:
         if self.closing:

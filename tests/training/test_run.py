@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -84,11 +85,16 @@ def _supervised_run(tmp_path):
     run.stop_requested = run.closing = False
     run.first_stop_signal = None
     run.main = True
-    run.dir = SimpleNamespace(path=tmp_path)
+    run.dir = SimpleNamespace(path=tmp_path, checkpoints=tmp_path / "checkpoints")
     run.checkpoint_due = lambda step: False
     run.said, run.saved = [], []
     run.say = run.said.append
-    run.checkpoint = lambda: run.saved.append(run.session.step)
+
+    def checkpoint():
+        run.saved.append(run.session.step)
+        (run.dir.checkpoints / f"step_{run.session.step:06d}").mkdir(parents=True)
+
+    run.checkpoint = checkpoint
     run.close = lambda status: setattr(run, "status", status)
     return run
 
@@ -101,7 +107,8 @@ def test_a_stop_signal_ends_the_run_at_the_step_boundary_with_a_checkpoint(tmp_p
         assert run.stop_requested
         run.session.step = 5  # the loop finishes the step, sees stop_requested and leaves
     assert run.status == "interrupted" and run.saved == [5]
-    assert "finishing this step" in run.said[0] and "rlrun resume" in run.said[-1]
+    assert "finishing this step" in run.said[0]
+    assert run.said[-1] == f"Interrupted at step 5, saved. Continue with `rlrun resume {tmp_path}`."
     assert signal.getsignal(sig) is not run._on_stop_signal  # the previous handler is back
 
 
@@ -112,6 +119,32 @@ def test_a_second_signal_stops_at_once_and_saves_no_half_done_step(tmp_path):
         os.kill(os.getpid(), signal.SIGINT)  # still inside step 5: its updates are half applied
         run.session.step = 5  # never reached
     assert run.status == "interrupted" and run.saved == []  # before the fix: step 4's label on half of step 5
+
+
+def test_after_a_second_signal_the_console_names_the_checkpoint_resume_continues_from(tmp_path):
+    """Step 6 done, the last checkpoint step 5: the console said "Interrupted at step 6"."""
+    run = _supervised_run(tmp_path / "my run; $HOME")
+    run.session.step = 5
+    run.checkpoint()
+    run.saved.clear()
+    with run.supervise():
+        run.session.step = 6
+        os.kill(os.getpid(), signal.SIGTERM)
+        os.kill(os.getpid(), signal.SIGINT)  # inside step 7
+    assert run.saved == []
+    quoted = shlex.quote(str(tmp_path / "my run; $HOME"))
+    assert run.said[-1] == (
+        f"Interrupted at step 6; the last checkpoint is step 5, where `rlrun resume {quoted}` continues "
+        "(the steps after it are trained again)."
+    )
+
+
+def test_an_interrupted_run_without_a_checkpoint_offers_no_resume(tmp_path):
+    run = _supervised_run(tmp_path)
+    with run.supervise():
+        os.kill(os.getpid(), signal.SIGTERM)
+        os.kill(os.getpid(), signal.SIGINT)
+    assert run.said[-1] == "Interrupted at step 4, before any checkpoint was saved."
 
 
 def test_the_same_signal_twice_at_once_is_one_request(tmp_path):
@@ -142,7 +175,7 @@ def test_a_second_signal_while_the_end_is_recorded_still_leaves_the_status_writt
     written = []
     run.main = True
     run.logger = SimpleNamespace(close=lambda status: None)
-    run.dir = SimpleNamespace(path=tmp_path, release=lambda: None)
+    run.dir = SimpleNamespace(path=tmp_path, checkpoints=tmp_path / "checkpoints", release=lambda: None)
 
     def update_meta(**fields):
         os.kill(os.getpid(), signal.SIGINT)  # the impatient second signal, mid-write
