@@ -386,6 +386,9 @@ def convert_trl(
 def _write_conversion(conversion: Conversion, output: Path | None) -> None:
     """Print the report; write the recipe to `output` (never over a file) or print it; validate it."""
     import tempfile
+    from dataclasses import replace
+
+    from rlrun.recipes.inherit import display_path
 
     text = conversion.to_yaml()
     err_console.print(Text(conversion.report()), soft_wrap=True)
@@ -404,13 +407,17 @@ def _write_conversion(conversion: Conversion, output: Path | None) -> None:
             raise typer.Exit(USER_ERROR) from None
     else:
         print(text, end="")
-    with tempfile.TemporaryDirectory() as scratch:
+    with tempfile.TemporaryDirectory() as scratch, user_errors():
         checked = output
-        if checked is None:  # printed: check a copy
+        if checked is None:  # printed: check a copy, and locate its errors in what was printed
             checked = Path(scratch) / "converted.yaml"
             checked.write_text(text, encoding="utf-8")
-        with user_errors():
+        try:
             load_recipe(checked, environment=False)
+        except RecipeError as exc:
+            copy = display_path(checked)
+            named = [replace(i, file="the recipe above") if i.file == copy else i for i in exc.issues]
+            raise RecipeError(named, exc.notices) from None
     where = f"wrote {output}" if output else "the recipe above"
     console.print(f"[green]✓[/] {where}: a valid recipe (`rlrun validate --portable`).", soft_wrap=True)
 
@@ -619,10 +626,20 @@ def export(
     """Write a checkpoint's policy as a plain Hugging Face model with its tokenizer; a LoRA
     checkpoint's adapters are merged into the base weights. Refuses an OUT that already holds
     files unless `--overwrite`, and a checkpoint whose files differ from their checksums."""
+    from rlrun.pathnames import is_inside
     from rlrun.training.checkpoint import check_checkpoint, export_merged
+    from rlrun.training.rundir import CHECKPOINTS
 
     if not checkpoint.is_dir():
         err_console.print(f"[red]error:[/] no checkpoint at {checkpoint}")
+        raise typer.Exit(USER_ERROR)
+    pruned = checkpoint.parent if checkpoint.parent.name == CHECKPOINTS else checkpoint
+    if is_inside(out, pruned):
+        err_console.print(
+            f"[red]error:[/] {out} is inside {pruned}, which rlrun prunes: the export would be "
+            "deleted with old checkpoints. Export to a folder outside the run's checkpoints.",
+            soft_wrap=True,
+        )
         raise typer.Exit(USER_ERROR)
     if out.exists() and (not out.is_dir() or any(out.iterdir())) and not overwrite:
         err_console.print(

@@ -75,3 +75,8 @@ def output_file_problem(path: Path, make_folder: bool = False) -> str | None:
     if (problem := folder_problem(path.parent)) is not None:
         return f"its folder {path.parent} cannot be used: {problem}"
     return None
+
+
+def is_inside(path: Path, folder: Path) -> bool:
+    """Whether `path` is `folder` or lies under it (links resolved)."""
+    return path.resolve() == folder.resolve() or folder.resolve() in path.resolve().parents

@@ -245,6 +245,166 @@ CASES = [
         loads=True,
     ),
 ]
+
+# --- the newer commands: sweep, eval, compare, export (issue 25). Every path a sweep, --name or
+# --run-dir makes stays in its folder with a name the file system accepts, checked before anything
+# loads; every file and string is read as recipes are.
+SWEEP = ("sweep", "s.yaml", "--dry-run")
+LONG = "a" * 300
+CASES += [
+    Case(
+        "sweep-name-parent-folder",
+        SWEEP,
+        "s.yaml, line 1, column 1, `name`",
+        "the sweep's name `..` cannot be a folder: `..` is the folder itself or its parent",
+        {"s.yaml": "name: ..\nrecipe: grpo\n"},
+    ),
+    Case(
+        "sweep-name-too-long",
+        SWEEP,
+        "s.yaml, line 1, column 1, `name`",
+        "it is 300 bytes long; a file system allows at most 255 per folder name",
+        {"s.yaml": f"name: {LONG}\nrecipe: grpo\n"},
+    ),
+    Case(
+        "sweep-seed-too-long-for-a-folder",
+        SWEEP,
+        "`trainer.output_dir`",
+        "the run's directory cannot be made: its part `seed-999",
+        {"s.yaml": f"recipe: grpo\nseeds: [{'9' * 300}]\n"},
+    ),
+    Case(
+        "sweep-output-dir-under-a-file",
+        SWEEP,
+        "s.yaml, line 3, column 3, `trainer.output_dir`",
+        "runs cannot be written there: afile is a file, not a folder",
+        {"s.yaml": "recipe: grpo\noverrides:\n  trainer.output_dir: afile/runs\n", "afile": "x\n"},
+    ),
+    Case(
+        "sweep-latin-1",
+        SWEEP,
+        "s.yaml, line 2, column 6",
+        "the sweep file is not UTF-8 text: byte 0xe9 cannot be decoded",
+        {"s.yaml": "recipe: grpo\n# caf\xe9\n".encode("latin-1")},
+    ),
+    Case(
+        "sweep-utf-16",
+        SWEEP,
+        "s.yaml:",
+        "the sweep file is UTF-16 text, not UTF-8",
+        {"s.yaml": "recipe: grpo\n".encode("utf-16")},
+    ),
+    Case(
+        "sweep-a-list",
+        SWEEP,
+        "s.yaml, line 1, column 1",
+        "a sweep file is a mapping of its keys (`recipe:`, `grid:`, `list:`, `seeds:`, ...). Found a YAML sequence",
+        {"s.yaml": "- recipe: grpo\n"},
+    ),
+    Case(
+        "recipe-utf-16",
+        VALIDATE_R,
+        "r.yaml:",
+        "the recipe is UTF-16 text, not UTF-8",
+        {"r.yaml": "extends: base\n".encode("utf-16")},
+    ),
+    Case(
+        "run-dir-a-file-dry-run",
+        ("train", "grpo", "--run-dir", "afile", "--dry-run"),
+        "command-line override `--run-dir afile`, `--run-dir`",
+        "the run directory cannot be made: it is a file, not a folder",
+        {"afile": "x\n"},
+    ),
+    Case(
+        "run-dir-a-file",
+        ("train", "grpo", "--run-dir", "afile"),
+        "`--run-dir`",
+        "the run directory cannot be made: it is a file, not a folder",
+        {"afile": "x\n"},
+    ),
+    Case(
+        "run-name-parent-folder",
+        ("train", "grpo", "--name", "..", "--dry-run"),
+        "command-line override `--name ..`, `--name`",
+        "a run name is a single folder name inside trainer.output_dir, and `..` is the folder itself or its parent",
+    ),
+    Case(
+        "run-name-control-character",
+        ("train", "grpo", "--name", "a\x01b", "--dry-run"),
+        "`--name`",
+        "it holds the control character U+0001",
+    ),
+    Case(
+        "run-name-too-long",
+        ("train", "grpo", "--name", LONG, "--dry-run"),
+        "`--name`",
+        "it is 300 bytes long",
+    ),
+    Case(
+        "output-dir-not-writable",
+        ("validate", "grpo", "trainer.output_dir=/proc/1/runs"),
+        "command-line override `trainer.output_dir=/proc/1/runs`, `trainer.output_dir`",
+        "runs cannot be written there: this user may not write in /proc/1",
+    ),
+    Case(
+        "eval-reward-unclosed-mapping",
+        ("eval", "rlrun:tiny-base", "--reward", "{model: x"),
+        "`--reward {model: x`",
+        "YAML syntax error: while parsing a flow mapping expected ',' or '}', but got '<stream end>' (column 10)",
+    ),
+    Case(
+        "eval-out-under-a-file",
+        ("eval", "rlrun:tiny-base", "--out", "afile/r.json"),
+        "--out afile/r.json",
+        "its folder afile cannot be used: it is a file, not a folder",
+        {"afile": "x\n"},
+    ),
+    Case(
+        "compare-plot-in-a-missing-folder",
+        ("compare", "--plot", "missing_dir/x.png", "r"),
+        "--plot missing_dir/x.png",
+        "the folder missing_dir does not exist",
+    ),
+    Case(
+        "compare-plot-not-an-image",
+        ("compare", "--plot", "curves.txt", "r"),
+        "--plot curves.txt",
+        "`.txt` is not an image format matplotlib writes",
+    ),
+    Case(
+        "export-into-its-checkpoint",
+        ("export", "ck/checkpoints/step_000005", "ck/checkpoints/step_000005/merged"),
+        "ck/checkpoints/step_000005/merged is inside ck/checkpoints",
+        "which rlrun prunes",
+        {"ck/checkpoints/step_000005/config.json": "{}"},
+    ),
+    Case(
+        "convert-printed-recipe-errors",
+        ("convert", "verl", "actor_rollout_ref.actor.optim.lr=-1"),
+        "the recipe above, line",
+        "`actor.optimizer.lr`: value out of range",
+    ),
+    Case(
+        "reward-model-folder-missing",
+        ("validate", "grpo", "reward.functions=[{model: ./no_such_folder}]"),
+        "`reward.functions.0.model`",
+        "the model folder does not exist",
+    ),
+    Case(
+        "homoglyph-in-a-key",
+        ("validate", "grpo", "\u0430ctor.clip_ratio=0.2"),
+        "`\u0430ctor`",
+        "the key contains a non-ASCII character, `\u0430` (U+0430 CYRILLIC SMALL LETTER A) at position 1",
+    ),
+    Case(
+        "sixty-errors-show-fifty",
+        VALIDATE_R,
+        "r.yaml, line 2, column 1, `key_0`",
+        "... and 10 more errors (`rlrun validate --json` lists them all)",
+        {"r.yaml": "extends: base\n" + "".join(f"key_{i}: {i}\n" for i in range(60))},
+    ),
+]
+
 # Through a real process: the alias bomb (with a timeout: it used to hang) and user code calling
 # sys.exit(0) (it used to end `validate` with exit code 0).
 IN_A_PROCESS = {"alias-bomb", "reward-module-exits"}
