@@ -212,3 +212,14 @@ def test_the_dataset_knows_its_prompts_were_chat_messages(tmp_path, tokenizer):
     assert build_prompt_dataset(load_file(path), tokenizer).take([1, 2]).chat  # TRL rewards then see messages
     plain = [{"prompt": "1+1=", "answer": "2"}]
     assert not build_prompt_dataset(plain, tokenizer).chat
+
+
+@pytest.mark.parametrize("suffix", [".jsonl", ".json"])
+def test_a_byte_order_mark_at_the_start_of_a_json_file_is_not_data(tmp_path, suffix):
+    """Windows editors and spreadsheet exports write one; it was refused as invalid JSON."""
+    path = tmp_path / f"d{suffix}"
+    record = {"prompt": "1+1=", "answer": "2"}
+    text = json.dumps(record) + "\n" if suffix == ".jsonl" else json.dumps([record])
+    path.write_bytes(b"\xef\xbb\xbf" + text.encode())
+    assert load_file(path) == [record]
+    check_data_file(str(path), prompt_key="prompt", answer_key="answer")

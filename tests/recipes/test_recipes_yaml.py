@@ -1,8 +1,13 @@
 """Reading recipe YAML: positions of every key, YAML 1.2 scalars, syntax errors located."""
 
+import codecs
+
+import pytest
 import yaml
 
-from rlrun.recipes.yaml_io import Mark, parse_document, parse_value
+from rlrun.errors import RecipeError
+from rlrun.recipes import yaml_io
+from rlrun.recipes.yaml_io import Mark, load_yaml, parse_document, parse_value, read_text
 
 TEXT = """\
 model:
@@ -75,3 +80,38 @@ def test_top_level_must_be_a_mapping():
 
 def test_empty_file_is_an_empty_recipe():
     assert parse_document("# nothing\n", "r.yaml") == ({}, {}, [])
+
+
+# --- the one reader every file and string goes through (issue 25)
+
+
+def test_a_byte_order_mark_is_dropped_and_other_encodings_are_named(tmp_path):
+    path = tmp_path / "r.yaml"
+    path.write_bytes(codecs.BOM_UTF8 + b"extends: base\n")
+    assert read_text(path) == "extends: base\n"
+    path.write_bytes("extends: base\n".encode("utf-16"))
+    with pytest.raises(RecipeError, match="the sweep file is UTF-16 text, not UTF-8"):
+        read_text(path, "sweep file")
+
+
+def test_a_file_larger_than_the_limit_is_refused_before_it_is_parsed(tmp_path, monkeypatch):
+    monkeypatch.setattr(yaml_io, "MAX_TEXT_BYTES", 100)
+    path = tmp_path / "r.yaml"
+    path.write_text("a: 1\n" * 21)  # 105 bytes
+    with pytest.raises(RecipeError) as info:
+        read_text(path, "verl config")
+    assert info.value.issues[0].code == "verl-unreadable"
+    assert "the verl config is larger than" in info.value.issues[0].message
+    path.write_text("a: 1\n" * 20)
+    assert read_text(path) == "a: 1\n" * 20
+
+
+def test_load_yaml_locates_errors_in_a_file_or_an_argument():
+    with pytest.raises(RecipeError) as info:
+        load_yaml("a: [1,\n", file="c.yaml")
+    assert info.value.issues[0].where.startswith("c.yaml, line 2")
+    with pytest.raises(RecipeError) as info:
+        load_yaml("x: &a [*a]", override="--reward x")
+    issue = info.value.issues[0]
+    assert issue.override == "--reward x" and "the alias *a is inside its own anchor" in issue.message
+    assert load_yaml("{model: m, weight: 2}", override="--reward") == {"model": "m", "weight": 2}

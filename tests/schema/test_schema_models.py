@@ -136,3 +136,10 @@ def test_base_yaml_comments_say_nothing_the_schema_does_not():
             assert comment in fields[key], (key, comment)
             checked += 1
     assert checked > 30
+
+
+def test_keep_last_zero_keeps_every_checkpoint_as_the_pruning_does():
+    """checkpoint.py prunes only when keep_last > 0; the schema refused the 0 it documents."""
+    from rlrun.schema.trainer import Checkpoint
+
+    assert Checkpoint.model_validate({"keep_last": 0}).keep_last == 0
