@@ -648,7 +648,7 @@ def _train(loaded: LoadedRecipe, options: RunOptions, overrides: list[str]) -> N
         raise typer.Exit(RUN_FAILED) from None
     from rlrun.launch import is_relaunched, release_process_group
 
-    if run.status == "finished":
+    if run.ended_at_step_boundary:
         release_process_group()
     if run.status == "interrupted":
         # Under the launcher the launching process reports it: torchrun would print a failure

@@ -203,10 +203,11 @@ def run_launcher(command: Sequence[str], env: dict[str, str]) -> int:
 
 
 def release_process_group() -> None:
-    """End the training processes' communication group once all of them finished the run: left
-    to Python's teardown, gloo's threads can abort a process that has done its work (SIGABRT,
-    and torchrun reports the launch failed). Not after a stop, where a process stopped at once
-    may never reach the barrier."""
+    """End the training processes' communication group once all of them ended the run at the
+    same step boundary (finished, or stopped by an agreed signal): left to Python's teardown,
+    gloo's threads can abort a process that has done its work (SIGABRT, "terminate called
+    without an active exception", and torchrun reports the launch failed). Not after a stop at
+    once (a second signal), where another process may never reach the barrier."""
     if torch.distributed.is_available() and torch.distributed.is_initialized():
         torch.distributed.barrier()  # none leaves while another still talks to it
         torch.distributed.destroy_process_group()

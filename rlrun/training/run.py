@@ -129,6 +129,9 @@ class Run:
         self.stop_requested = False
         self.first_stop_signal: tuple[int, float] | None = None  # which signal, when (monotonic)
         self.closing = False  # the end is being recorded: a further signal must not cut it short
+        # Every process ended after the same whole step (finished, or a stop they agreed on):
+        # they can all meet once more to end their process group.
+        self.ended_at_step_boundary = False
         self.step_seconds: list[float] = []  # this invocation's step times, for the slow-step note
         wandb_id = None
         if resumed is not None:
@@ -286,8 +289,9 @@ class Run:
                     ):
                         self.checkpoint()
                 except KeyboardInterrupt:  # a second signal while saving: the partial save is ignored
-                    pass
+                    at_step_boundary = False
             self.close(status)
+            self.ended_at_step_boundary = at_step_boundary
             if status == "interrupted" and self.main:
                 self.say(
                     f"Interrupted at step {self.session.step}. Continue with `rlrun resume {self.dir.path}`."
