@@ -464,6 +464,14 @@ AccelerateConfigOpt = Annotated[
 ]
 
 
+RestartOpt = Annotated[
+    bool,
+    typer.Option(
+        "--restart",
+        help="With no intact checkpoint to resume from: train the run again from step 0, "
+        "replacing its metrics.jsonl and samples.jsonl (without it, such a resume is refused).",
+    ),
+]
 ProfileOpt = Annotated[
     bool,
     typer.Option(
@@ -499,6 +507,7 @@ def train(
     overwrite: Annotated[
         bool, typer.Option("--overwrite", help="Replace an existing run directory.")
     ] = False,
+    restart: RestartOpt = False,
     dry_run: Annotated[
         bool,
         typer.Option(
@@ -521,7 +530,7 @@ def train(
 
     topology = Topology(num_processes, num_machines, machine_rank, main_process_ip, main_process_port)
     if resume and run_dir is None and Path(recipe).is_dir():  # `rlrun train --resume runs/x`
-        return _resume(Path(recipe), overrides or [], topology, accelerate_config, profile)
+        return _resume(Path(recipe), overrides or [], topology, accelerate_config, profile, restart)
     with user_errors():
         loaded = load_recipe(recipe, overrides or [])
     _print_issues(loaded.notices, "notice", "yellow")
@@ -530,7 +539,9 @@ def train(
     _relaunch_if_multi_process(loaded, topology, accelerate_config)
     from rlrun.training.run import RunOptions
 
-    options = RunOptions(run_dir=run_dir, name=name, resume=resume, overwrite=overwrite, profile=profile)
+    options = RunOptions(
+        run_dir=run_dir, name=name, resume=resume, overwrite=overwrite, profile=profile, restart=restart
+    )
     _train(loaded, options, overrides or [])
 
 
@@ -545,6 +556,7 @@ def resume_run(
     main_process_port: MainProcessPortOpt = None,
     accelerate_config: AccelerateConfigOpt = None,
     profile: ProfileOpt = False,
+    restart: RestartOpt = False,
 ) -> None:
     """Continue a run from its latest checkpoint, with the recipe it was started with (overrides
     may change anything but the model, tokenizer and data, e.g. `trainer.total_steps=500`), in
@@ -552,19 +564,28 @@ def resume_run(
     from rlrun.launch import Topology
 
     topology = Topology(num_processes, num_machines, machine_rank, main_process_ip, main_process_port)
-    _resume(run_dir, overrides or [], topology, accelerate_config, profile)
+    _resume(run_dir, overrides or [], topology, accelerate_config, profile, restart)
 
 
 def _resume(
-    run_dir: Path, overrides: list[str], topology: Topology, accelerate_config: Path | None, profile: bool
+    run_dir: Path,
+    overrides: list[str],
+    topology: Topology,
+    accelerate_config: Path | None,
+    profile: bool,
+    restart: bool,
 ) -> None:
-    from rlrun.training.run import RunOptions
+    from rlrun.training.run import RunOptions, finished_note
     from rlrun.training.rundir import RESOLVED
 
     with user_errors():
         loaded = load_recipe(run_dir / RESOLVED, overrides)
+        done = finished_note(run_dir, loaded)
+    if done:  # before any process starts
+        console.print(done, soft_wrap=True)
+        return
     _relaunch_if_multi_process(loaded, topology, accelerate_config)
-    _train(loaded, RunOptions(run_dir=run_dir, resume=True, profile=profile), overrides)
+    _train(loaded, RunOptions(run_dir=run_dir, resume=True, profile=profile, restart=restart), overrides)
 
 
 def _relaunch_if_multi_process(
@@ -617,7 +638,7 @@ def export(
         )
         raise typer.Exit(USER_ERROR)
     with user_errors():
-        check_checkpoint(checkpoint)
+        check_checkpoint(checkpoint, warn=lambda text: err_console.print(f"[yellow]{text}[/]"))
     try:
         exported = export_merged(checkpoint, out)
     except Exception as exc:  # noqa: BLE001 - any unreadable checkpoint: name it, no traceback
@@ -631,12 +652,16 @@ def export(
 
 def _train(loaded: LoadedRecipe, options: RunOptions, overrides: list[str]) -> None:
     from rlrun.training.loop import train as run_training
+    from rlrun.training.run import RunFinished
 
     try:
         with user_errors():
             run = run_training(loaded, options, say=lambda text: err_console.print(text), overrides=overrides)
     except typer.Exit:
         raise
+    except RunFinished as done:
+        console.print(str(done), soft_wrap=True)
+        return
     except KeyboardInterrupt:  # before the run started (a started run handles Ctrl-C itself)
         raise typer.Exit(INTERRUPTED) from None
     except Exception as exc:  # a failed run: its directory says so; show the reason, not a traceback
@@ -648,8 +673,7 @@ def _train(loaded: LoadedRecipe, options: RunOptions, overrides: list[str]) -> N
         raise typer.Exit(RUN_FAILED) from None
     from rlrun.launch import is_relaunched, release_process_group
 
-    if run.ended_at_step_boundary:
-        release_process_group()
+    release_process_group(meet=run.ended_at_step_boundary)
     if run.status == "interrupted":
         # Under the launcher the launching process reports it: torchrun would print a failure
         # report for each process that ended with 130.
@@ -755,7 +779,8 @@ def eval_command(
     from rlrun.embedded import UnknownEmbeddedModelError
     from rlrun.training.standalone_eval import eval_target, evaluate_target
 
-    target = eval_target(model)
+    with user_errors(as_json):
+        target = eval_target(model, warn=lambda text: err_console.print(f"[yellow]{text}[/]"))
     if out is not None and out.exists():
         err_console.print(f"[red]error:[/] {out} exists; choose another --out or remove it first")
         raise typer.Exit(USER_ERROR)
@@ -773,7 +798,7 @@ def eval_command(
         err_console.print(f"[red]error:[/] cannot load {model!r}: {exc}")
         raise typer.Exit(USER_ERROR) from None
     report = {
-        "model": model,
+        "model": target.model,  # a run directory's checkpoint: the one evaluated
         "recipe": str(loaded.source_path),
         "data": data_name,
         "num_prompts": result.num_prompts,
@@ -788,7 +813,7 @@ def eval_command(
         print(json.dumps(report, indent=2))
         return
     console.print(
-        f"{model} on {data_name}: {result.num_prompts} prompts, k={result.k}"
+        f"{target.model} on {data_name}: {result.num_prompts} prompts, k={result.k}"
         + (" (greedy)" if result.greedy else ""),
         soft_wrap=True,
     )
