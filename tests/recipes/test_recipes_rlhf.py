@@ -9,8 +9,7 @@ import statistics
 import pytest
 
 from rlrun.recipes import load_recipe
-from rlrun.training.loop import train
-from rlrun.training.run import RunOptions
+from rlrun.training.run import RunOptions, train
 
 
 @pytest.mark.parametrize("name", ["rlhf_grpo", "rlhf_ppo"])

@@ -8,8 +8,7 @@ import json
 import pytest
 
 from rlrun.recipes import load_recipe
-from rlrun.training.loop import train
-from rlrun.training.run import RunOptions
+from rlrun.training.run import RunOptions, train
 
 pytestmark = pytest.mark.slow
 

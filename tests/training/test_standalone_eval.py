@@ -11,8 +11,7 @@ from typer.testing import CliRunner
 
 from rlrun.cli import app
 from rlrun.recipes import load_recipe
-from rlrun.training.loop import train
-from rlrun.training.run import RunOptions
+from rlrun.training.run import RunOptions, train
 
 runner = CliRunner()
 
