@@ -121,6 +121,6 @@ def eval_command(
     if as_json:
         print(json.dumps(report, indent=2))
         return
-    console.print(eval_table(report))
+    console.print(eval_table(report), soft_wrap=True)  # the header quotes paths whole
     if out is not None:
         console.print(f"wrote {out}")

@@ -87,7 +87,7 @@ def sweep_command(
         from rlrun.sweep.slurm import SlurmOptions, submit
 
         slurm = SlurmOptions(partition, gpus_per_run, nodes_per_run, cpus_per_run, time_limit)
-        console.print(plan_report(plan, slurm.to_json(), len(plan.to_do())))
+        console.print(plan_report(plan, slurm.to_json(), len(plan.to_do())), soft_wrap=True)
         if dry_run or not plan.to_do():
             return
         plan.write_manifest(slurm.to_json())
@@ -103,7 +103,7 @@ def sweep_command(
     cpu_only = all(run.loaded.recipe.trainer.device == "cpu" for run in plan.runs)
     slots = machine_slots(len(plan.to_do()), jobs, use_gpus=not cpu_only)
     settings = {"kind": "local", **asdict(slots)}
-    console.print(plan_report(plan, settings, slots.concurrent))
+    console.print(plan_report(plan, settings, slots.concurrent), soft_wrap=True)
     if dry_run or not plan.to_do():
         return
     plan.write_manifest(settings)

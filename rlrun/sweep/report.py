@@ -22,10 +22,11 @@ STATE_LABELS = {
 
 
 def plan_report(plan: SweepPlan, settings: dict[str, Any], concurrent: int) -> Group:
-    """The plan as a headline, a table of runs and the executor's line with the time estimate."""
+    """The plan as a headline, a table of runs and the executor's line with the time estimate.
+    Print it with `soft_wrap=True`: the lines quote paths that users copy and search for."""
     states = [run.state for run in plan.runs]
     points = len({run.run.point.name for run in plan.runs})
-    headline = _line(
+    headline = Text(
         f"sweep {plan.sweep.name} ({plan.sweep.file}): {points} point(s) × "
         f"{len(plan.sweep.spec.seeds)} seed(s) = {len(plan.runs)} runs in {plan.dir}/; "
         + ", ".join(f"{states.count(state)} {label}" for state, label in STATE_LABELS.items()),
@@ -53,9 +54,4 @@ def plan_report(plan: SweepPlan, settings: dict[str, Any], concurrent: int) -> G
         outlook = "no finished run to estimate the time from"
     else:
         outlook = f"about {format_duration(estimate)} of training at the finished runs' pace (plus start-up)"
-    return Group(headline, table, _line(f"executor: {settings['kind']} ({where}); {outlook}"))
-
-
-def _line(text: str) -> Text:
-    """A line printed whole, never wrapped (it quotes paths that tests and users search for)."""
-    return Text(text, no_wrap=True, overflow="ignore")
+    return Group(headline, table, Text(f"executor: {settings['kind']} ({where}); {outlook}"))

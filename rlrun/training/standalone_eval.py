@@ -152,4 +152,4 @@ def eval_table(report: dict[str, Any]) -> Group:
     header = (
         f"{report['model']} on {report['data']}: {report['num_prompts']} prompts, k={report['k']}{greedy}"
     )
-    return Group(Text(header, no_wrap=True, overflow="ignore"), table)
+    return Group(Text(header), table)
