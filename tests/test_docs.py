@@ -139,3 +139,14 @@ def test_cheap_doc_command_runs_as_written_from_a_clean_folder(command, tmp_path
     monkeypatch.chdir(tmp_path)
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
+
+
+def test_the_readme_s_annotated_recipe_validates(tmp_path, monkeypatch):
+    readme = (REPO / "README.md").read_text()
+    recipe = readme[readme.index("```yaml\n# my_dapo.yaml\n") + len("```yaml\n") :]
+    (tmp_path / "my_dapo.yaml").write_text(recipe[: recipe.index("```")])
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(app, ["validate", "my_dapo.yaml", "--strict"])
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.output.split())
+    assert "16 samples" in text and "steps 150" in text and "rlrun:math_answer" in text  # its own keys
