@@ -33,6 +33,9 @@ class ComponentNeeds:
     needs_old_log_probs: bool = False  # the sampling policy's log-probs (`old_log_probs`)
     needs_sum_pi_squared: bool = False  # Σ_v π(v)² at each response position (`sum_pi_squared`)
     draws_random: bool = False  # draws random numbers: takes a seeded `generator` (torch.Generator)
+    # a distillation loss whose gradient, back-propagated directly, does not depend on the teacher
+    # (k1: log p_student - log p_teacher), so it teaches only as a policy-gradient reward
+    needs_policy_gradient: bool = False
     # Advice, not needs: validation gives a notice when a recipe departs from it.
     loss_agg_mode: str | None = None  # a policy loss defined with this aggregation (GSPO: one per sequence)
     # an estimator that, without std-normalisation (Dr.GRPO), is meant with this aggregation

@@ -11,78 +11,85 @@ import typer
 from rlrun.cli._app import OverridesArg, app, console, fail, user_errors
 from rlrun.recipes import load_recipe
 
+ModelArg = Annotated[
+    str,
+    typer.Argument(
+        help="A run checkpoint (`runs/x/checkpoints/step_000100`, LoRA "
+        "included), a run directory (its latest checkpoint), a Hugging Face "
+        "model directory, an `rlrun:` model or a hub id.",
+        show_default=False,
+    ),
+]
+RecipeOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--recipe",
+        help="The recipe whose data, rewards and "
+        "`trainer.eval` settings to use (default: a checkpoint's own "
+        "run recipe, else `base`).",
+        show_default=False,
+    ),
+]
+DataOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--data",
+        help="Evaluate on this data source instead (sets `data.val_source`).",
+        show_default=False,
+    ),
+]
+RewardOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--reward",
+        help="A reward entry replacing the "
+        "recipe's (repeatable): `rlrun:exact_match`, "
+        "`pkg.module:function`, or a YAML mapping such as "
+        "`{model: rlrun:tiny-reward, weight: 1.0}`.",
+        show_default=False,
+    ),
+]
+KOpt = Annotated[
+    int | None,
+    typer.Option(
+        "-k",
+        "--k",
+        min=1,
+        help="Samples per prompt (sets `trainer.eval.k`; k > 1 samples at the rollout temperature).",
+        show_default=False,
+    ),
+]
+PromptsOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--prompts",
+        min=1,
+        help="Evaluate the first N prompts (sets `trainer.eval.prompts`).",
+        show_default=False,
+    ),
+]
+OutOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--out",
+        help="Also write the result as JSON to this file (an existing file is not overwritten).",
+        show_default=False,
+    ),
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print the result as JSON instead of a table.")]
+
 
 @app.command("eval")
 def eval_command(
-    model: Annotated[
-        str,
-        typer.Argument(
-            help="A run checkpoint (`runs/x/checkpoints/step_000100`, LoRA "
-            "included), a run directory (its latest checkpoint), a Hugging Face "
-            "model directory, an `rlrun:` model or a hub id.",
-            show_default=False,
-        ),
-    ],
+    model: ModelArg,
     overrides: OverridesArg = None,
-    recipe: Annotated[
-        str | None,
-        typer.Option(
-            "--recipe",
-            help="The recipe whose data, rewards and "
-            "`trainer.eval` settings to use (default: a checkpoint's own "
-            "run recipe, else `base`).",
-            show_default=False,
-        ),
-    ] = None,
-    data: Annotated[
-        str | None,
-        typer.Option(
-            "--data",
-            help="Evaluate on this data source instead (sets `data.val_source`).",
-            show_default=False,
-        ),
-    ] = None,
-    reward: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--reward",
-            help="A reward entry replacing the "
-            "recipe's (repeatable): `rlrun:exact_match`, "
-            "`pkg.module:function`, or a YAML mapping such as "
-            "`{model: rlrun:tiny-reward, weight: 1.0}`.",
-            show_default=False,
-        ),
-    ] = None,
-    k: Annotated[
-        int | None,
-        typer.Option(
-            "-k",
-            "--k",
-            min=1,
-            help="Samples per prompt (sets `trainer.eval.k`; k > 1 samples at the rollout temperature).",
-            show_default=False,
-        ),
-    ] = None,
-    prompts: Annotated[
-        int | None,
-        typer.Option(
-            "--prompts",
-            min=1,
-            help="Evaluate the first N prompts (sets `trainer.eval.prompts`).",
-            show_default=False,
-        ),
-    ] = None,
-    out: Annotated[
-        Path | None,
-        typer.Option(
-            "--out",
-            help="Also write the result as JSON to this file (an existing file is not overwritten).",
-            show_default=False,
-        ),
-    ] = None,
-    as_json: Annotated[
-        bool, typer.Option("--json", help="Print the result as JSON instead of a table.")
-    ] = False,
+    recipe: RecipeOpt = None,
+    data: DataOpt = None,
+    reward: RewardOpt = None,
+    k: KOpt = None,
+    prompts: PromptsOpt = None,
+    out: OutOpt = None,
+    as_json: JsonOpt = False,
 ) -> None:
     """Evaluate a checkpoint or model on a recipe's validation data with its rewards: mean@k, pass@k,
     maj@k, mean reward per component and response lengths — the same evaluation a run logs as

@@ -138,13 +138,19 @@ def lora_reference_is_the_base(recipe: Recipe, provenance: Provenance) -> Iterat
 @error_rule
 def direct_distillation_not_k1(recipe: Recipe, provenance: Provenance) -> Iterator[ConfigIssue]:
     distill = recipe.distillation
-    if distill.enabled and not distill.use_policy_gradient and distill.loss in ("k1", "kl"):
+    needs = registries()["distillation_loss"].needs(distill.loss)
+    if distill.enabled and not distill.use_policy_gradient and needs.needs_policy_gradient:
         yield provenance.issue(
             provenance.user_set(("distillation", "loss"), ("distillation", "use_policy_gradient")),
             f"the `{distill.loss}` estimator (log p_student - log p_teacher) back-propagated directly has a "
             "gradient that does not depend on the teacher, so the student learns nothing from it",
             code="distillation-direct-k1",
-            expected="k2, k3, abs, mse or forward_kl_topk",
+            expected="a loss whose gradient depends on the teacher: "
+            + ", ".join(
+                name
+                for name in registries()["distillation_loss"].names()
+                if not registries()["distillation_loss"].needs(name).needs_policy_gradient
+            ),
             found=f"distillation.loss: {distill.loss} with use_policy_gradient: false",
             fix="set `distillation.loss: k3`, or `distillation.use_policy_gradient: true`",
         )
