@@ -1,7 +1,7 @@
 """Finding runs and what their status means now (W&B runs: `wandb_runs.py`).
 
 The files are read by `rlrun.records.rundir`, the owner of the run-directory format
-(docs/architecture.md): robustly, so a run in progress, crashed or resumed reads with notes
+(docs/training.md, "The run directory"): robustly, so a run in progress, crashed or resumed reads with notes
 rather than errors.
 """
 

@@ -1,5 +1,5 @@
 """A full learning run: the GRPO recipe as shipped must lift held-out greedy accuracy on the
-embedded default by at least 20 points (README, "Training")."""
+embedded default by at least 20 points (benchmarks/README.md, the table of built-in recipes)."""
 
 from __future__ import annotations
 
