@@ -132,7 +132,7 @@ def test_a_running_run_whose_process_is_gone_reads_as_crashed_and_a_silent_one_a
 HOLD_LOCK = """
 import sys, time
 from pathlib import Path
-from rlrun.training.rundir import RunLock
+from rlrun.records.rundir import RunLock
 lock = RunLock(Path(sys.argv[1]))
 print("locked", flush=True)
 time.sleep(600)

@@ -35,7 +35,7 @@ import torch
 from safetensors.torch import load_model, save_model
 
 from rlrun.errors import ConfigIssue, RecipeError
-from rlrun.training.rundir import is_disk_full
+from rlrun.records.rundir import is_disk_full
 
 TRAINER_STATE = "trainer_state.pt"
 CRITIC_WEIGHTS = "critic.safetensors"
@@ -314,7 +314,7 @@ def load_policy_weights(checkpoint: Path, model: torch.nn.Module) -> None:
 
         set_peft_model_state_dict(model, load_peft_weights(str(checkpoint), device="cpu"))
     else:
-        from rlrun.training.models import dtype_argument
+        from rlrun.facts.dtypes import dtype_argument
 
         weights = type(model).from_pretrained(checkpoint, **dtype_argument(model.dtype)).state_dict()
         model.load_state_dict(weights)

@@ -14,8 +14,8 @@ import torch
 from typer.testing import CliRunner
 
 from rlrun.cli import RUN_FAILED, app
-from rlrun.training import rundir
-from rlrun.training.sinks import JsonlSink
+from rlrun.records import rundir
+from rlrun.records.sinks import JsonlSink
 
 pytestmark = pytest.mark.slow
 runner = CliRunner()

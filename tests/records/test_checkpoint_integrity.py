@@ -24,9 +24,8 @@ from typer.testing import CliRunner
 from rlrun.cli import app
 from rlrun.errors import RecipeError
 from rlrun.recipes import load_recipe
-from rlrun.training import checkpoint as ckpt
-from rlrun.training.loop import train
-from rlrun.training.run import RunOptions
+from rlrun.records import checkpoint as ckpt
+from rlrun.training.run import RunOptions, train
 
 
 def _state(step: int) -> dict:
@@ -126,7 +125,7 @@ import os, shutil, signal, sys
 from pathlib import Path
 import torch
 from transformers import Qwen2Config, Qwen2ForCausalLM
-from rlrun.training import checkpoint as ckpt
+from rlrun.records import checkpoint as ckpt
 
 root, moment = Path(sys.argv[1]), sys.argv[2]
 torch.manual_seed(0)
