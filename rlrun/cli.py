@@ -180,7 +180,8 @@ def _summary_table(loaded: LoadedRecipe) -> Table:
     table.add_row(
         "model", f"{recipe.model.path} ({recipe.model.dtype}" + (", LoRA)" if recipe.model.lora else ")")
     )
-    table.add_row("data", recipe.data.source)
+    source = recipe.data.source
+    table.add_row("data", ", ".join(source) if isinstance(source, list) else source)
     rewards = ", ".join(f"{f.shown} × {f.weight:g}" for f in recipe.reward.functions)
     table.add_row("reward", rewards)
     table.add_row(
@@ -328,12 +329,10 @@ def convert_verl(
     from rlrun.convert.verl import convert, read_source
 
     try:
-        settings, notes, name = read_source(source)
+        conversion = convert(read_source(source))
     except ConvertError as exc:
         err_console.print(Text(f"error: {exc}", style="red"), soft_wrap=True)
         raise typer.Exit(USER_ERROR) from None
-    conversion = convert(settings, name)
-    conversion.notes += notes
     _write_conversion(conversion, output)
 
 

@@ -12,8 +12,8 @@ from rlrun.schema.base import NonNegativeInt, PositiveInt, Section
 class Eval(Section):
     every_steps: NonNegativeInt = 25
     """Evaluate every this many steps; 0 = only at the start and the end"""
-    prompts: PositiveInt = 500
-    """Validation prompts per evaluation."""
+    prompts: PositiveInt | None = 500
+    """Validation prompts per evaluation (the first ones); null = the whole validation set."""
     k: PositiveInt = 1
     """Samples per validation prompt (pass@k, maj@k)."""
     greedy: bool = True
