@@ -114,7 +114,8 @@ def evaluate_recipe(
     engine: RolloutEngine, tokenizer: Any, dataset: PromptDataset, recipe: Recipe, reward: RewardCombiner
 ) -> EvalResult:
     """The evaluation ``recipe`` asks for: ``trainer.eval`` (prompts, k, greedy) with the
-    rollout's response length and sampling settings, seeded by ``trainer.seed``."""
+    rollout's response length, and trainer.eval's sampling settings where set (else the rollout's),
+    seeded by ``trainer.seed``."""
     e, ro = recipe.trainer.eval, recipe.rollout
     return evaluate(
         engine,
@@ -123,9 +124,9 @@ def evaluate_recipe(
         k=e.k,
         greedy=e.greedy,
         max_tokens=ro.max_response_tokens,
-        temperature=ro.temperature,
-        top_p=ro.top_p,
-        top_k=ro.top_k,
+        temperature=ro.temperature if e.temperature is None else e.temperature,
+        top_p=ro.top_p if e.top_p is None else e.top_p,
+        top_k=ro.top_k if e.top_k is None else e.top_k,
         seed=recipe.trainer.seed,
         limit=e.prompts,
         reward=reward,

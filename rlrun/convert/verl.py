@@ -98,15 +98,26 @@ def read_command_line(args: list[str]) -> VerlRun:
             break
         if not token:
             continue
-        if token.startswith(("--config-name", "--config-path")):
-            name = token.partition("=")[2]
+        if token.startswith("--config-path"):
+            continue  # where the config named by --config-name lies
+        if token.startswith("--config-name"):
+            name = token.partition("=")[2].strip("'\"").removesuffix(".yaml")
+            if name == "ppo_trainer":  # verl's default config: nothing else is read
+                continue
+            why = " (Megatron: rlrun trains with FSDP or DDP)" if "megatron" in name else ""
             raise ConvertError(
-                f"`{token}`: the run reads a verl config file ({name or 'named there'}) that a command line does "
-                "not show: convert that YAML file itself (`rlrun convert verl CONFIG.yaml`)"
+                f"`{token}`: the run starts from the verl config {name}{why}, not verl's ppo_trainer defaults; "
+                "a command line does not show its settings: convert that YAML file itself "
+                "(`rlrun convert verl CONFIG.yaml`)"
             )
         if token.startswith("~"):
             raise ConvertError(
                 f"`{token}`: a Hydra deletion changes verl's defaults in ways rlrun cannot follow"
+            )
+        if not token.strip():
+            raise ConvertError(
+                "an argument that is only spaces: a backslash followed by a space (or a comment) instead of the "
+                "end of its line ends the command there in bash"
             )
         key, sep, value = token.partition("=")
         if not sep or not key or not re.fullmatch(r"\+{0,2}[\w.]+", key):
@@ -215,7 +226,7 @@ def convert(run: VerlRun) -> Conversion:
             f"{run.name}: rlrun cannot run this verl experiment as it is; nothing was written.\n"
             + "\n".join(f"  - {reason}" for reason in reasons)
         )
-    fixed = {"trainer.eval.prompts": None} if run.settings.get("data.val_files") else {}
+    fixed = {"trainer.eval.prompts": None}  # verl scores its whole validation set
     conversion = build(
         run.settings,
         run.name,
@@ -228,8 +239,7 @@ def convert(run: VerlRun) -> Conversion:
         processes=processes,
         refuse_unknown=True,
     )
-    if fixed:
-        conversion.notes.append("trainer.eval.prompts: null, the whole validation set, as verl evaluates")
+    conversion.notes.append("trainer.eval.prompts: null, the whole validation set, as verl evaluates")
     if processes != total:
         conversion.notes.append(
             f"verl ran on {total} GPUs as {processes} data-parallel ranks (ulysses_sequence_parallel_size); "

@@ -304,7 +304,7 @@ def _reward_functions(value: Any, settings: Settings) -> list[dict[str, Any]]:
         if not model:
             raise ValueError("reward_model.enable=True names no reward_model.model.path")
         return [{"model": str(model), "weight": 1.0, "score": "logit"}]
-    return [{"fn": "rlrun:verl_default", "weight": 1.0, **({"kwargs": kwargs} if kwargs else {})}]
+    return [{"fn": "rlrun:verl_default", "weight": 1.0}]  # verl's default scorers take no reward_kwargs
 
 
 def module_of(path: str) -> str:
@@ -341,6 +341,14 @@ def _loss_scale(value: Any, settings: Settings) -> None:
         )
 
 
+def _reward_manager(value: Any, settings: Settings) -> None:
+    if value not in (None, "naive", "dapo"):
+        raise ValueError(
+            f"the {value} reward manager scores batches its own way: rlrun scores each sample as verl's naive "
+            "and dapo managers do"
+        )
+
+
 def _engine(value: Any, settings: Settings) -> str:
     if value not in ("vllm", "sglang", "hf"):
         raise ValueError(f"rollout engine {value!r}: rlrun samples with vllm or hf (sglang -> vllm)")
@@ -353,22 +361,18 @@ def _strategy(value: Any, settings: Settings) -> str:
     return "fsdp2"
 
 
-def _val_sampling(value: Any, settings: Settings) -> None:
-    """verl's sampled evaluation uses val_kwargs' own temperature/top_p/top_k; rlrun the
-    rollout's: the same values or greedy evaluation only."""
-    if not settings.get("actor_rollout_ref.rollout.val_kwargs.do_sample"):
-        return
-    for name, default in (("temperature", 1.0), ("top_p", 1.0), ("top_k", -1)):
-        own = settings.get(
-            f"actor_rollout_ref.rollout.val_kwargs.{name}", {"temperature": 0}.get(name, default)
-        )
-        rollout = settings.get(f"actor_rollout_ref.rollout.{name}", default)
-        if float(own) != float(rollout):
-            raise ValueError(
-                f"sampled evaluation at val_kwargs.{name}={own} while training samples at {rollout}: "
-                "rlrun evaluates at the rollout's settings (or greedily: val_kwargs.do_sample=False)"
-            )
-    return
+def _val_sampling(value: Any, settings: Settings) -> float | int | None:
+    """verl's sampled evaluation (val_kwargs.do_sample) uses val_kwargs' own sampling settings;
+    greedy evaluation none of them."""
+    if _val_greedy(None, settings):
+        return None
+    return 0 if isinstance(value, int) and value < 0 else value  # top_k -1: off
+
+
+def _val_greedy(value: Any, settings: Settings) -> bool:
+    """verl evaluates greedily without val_kwargs.do_sample, and at its temperature 0 (its default)."""
+    sampled = settings.get("actor_rollout_ref.rollout.val_kwargs.do_sample")
+    return not sampled or float(settings.get("actor_rollout_ref.rollout.val_kwargs.temperature", 0.0)) == 0
 
 
 # Keys that cannot change the numbers (parallel layout, memory, speed, logging, infrastructure):
@@ -653,11 +657,15 @@ TABLE: dict[str, KeyMap] = {
     "actor_rollout_ref.rollout.dtype": KeyMap(None, "rlrun's rollout runs the policy's own weights"),
     "actor_rollout_ref.rollout.val_kwargs.n": KeyMap("trainer.eval.k"),
     "actor_rollout_ref.rollout.val_kwargs.do_sample": KeyMap(
-        "trainer.eval.greedy", "do_sample false = greedy", lambda v, s: not v
+        "trainer.eval.greedy",
+        "do_sample false, or val_kwargs.temperature 0 (verl's default) = greedy",
+        _val_greedy,
     ),
-    "actor_rollout_ref.rollout.val_kwargs.temperature": KeyMap(None, "sampled evaluation", _val_sampling),
-    "actor_rollout_ref.rollout.val_kwargs.top_p": KeyMap(None, "sampled evaluation", _val_sampling),
-    "actor_rollout_ref.rollout.val_kwargs.top_k": KeyMap(None, "sampled evaluation", _val_sampling),
+    "actor_rollout_ref.rollout.val_kwargs.temperature": KeyMap("trainer.eval.temperature", "", _val_sampling),
+    "actor_rollout_ref.rollout.val_kwargs.top_p": KeyMap("trainer.eval.top_p", "", _val_sampling),
+    "actor_rollout_ref.rollout.val_kwargs.top_k": KeyMap(
+        "trainer.eval.top_k", "-1 (off) -> 0 (off)", _val_sampling
+    ),
     "actor_rollout_ref.rollout.do_sample": _refuse(
         "rlrun's rollout samples (greedy rollouts give GRPO no groups)", True
     ),
@@ -671,9 +679,16 @@ TABLE: dict[str, KeyMap] = {
         "rlrun's rollout log-probs are processed_logprobs", "processed_logprobs"
     ),
     "actor_rollout_ref.rollout.enable_rollout_routing_replay": _refuse("MoE routing replay", False),
-    "actor_rollout_ref.rollout.multi_turn.*": _refuse(
-        "multi-turn rollouts and tools: rlrun samples one response per prompt", None, False
+    "actor_rollout_ref.rollout.multi_turn.enable": _refuse(
+        "multi-turn rollouts and tools: rlrun samples one response per prompt", False
     ),
+    "actor_rollout_ref.rollout.multi_turn.tool_config_path": _refuse(
+        "tool calls: rlrun samples one response", None
+    ),
+    "actor_rollout_ref.rollout.multi_turn.interaction_config_path": _refuse(
+        "multi-turn interactions: rlrun samples one response per prompt", None
+    ),
+    "actor_rollout_ref.rollout.multi_turn.*": KeyMap(None, "used only with multi_turn.enable"),
     "actor_rollout_ref.rollout.agent.default_agent_loop": _refuse(
         "an agent loop: rlrun samples one response per prompt", "single_turn_agent"
     ),
@@ -737,7 +752,9 @@ TABLE: dict[str, KeyMap] = {
         "reward.functions", "the function in that module", _reward_functions
     ),
     "custom_reward_function.reward_kwargs.*": KeyMap(
-        "reward.functions", "the reward entry's kwargs", _reward_functions
+        "reward.functions",
+        "the custom function's kwargs (verl's default scorers ignore them, and so does the converted recipe)",
+        _reward_functions,
     ),
     "reward_model.enable": KeyMap(
         "reward.functions", "the reward model as a {model: ...} entry", _reward_functions
@@ -762,12 +779,10 @@ TABLE: dict[str, KeyMap] = {
         "DAPO's penalty ramps up to the response limit",
         _same_as("data.max_response_length", 512),
     ),
-    "reward_model.reward_manager": _refuse(
-        "a reward manager of its own: rlrun scores each sample (verl's naive manager) and applies DAPO's "
-        "overlong shaping from reward.overlong_shaping",
+    "reward_model.reward_manager": KeyMap(
         None,
-        "naive",
-        "dapo",
+        "naive and dapo score each sample, as rlrun does; DAPO's overlong penalty is reward.overlong_shaping",
+        _reward_manager,
     ),
     "reward_model.use_reward_loop": KeyMap(None, "how verl schedules reward calls: " + _MEMORY),
     "reward_model.launch_reward_fn_async": KeyMap(None, "how verl schedules reward calls: " + _MEMORY),
@@ -892,6 +907,7 @@ VERL_DEFAULTS: dict[str, Any] = {
     "actor_rollout_ref.rollout.tensor_model_parallel_size": 2,
     "actor_rollout_ref.rollout.top_k": -1,
     "actor_rollout_ref.rollout.val_kwargs.do_sample": False,
+    "actor_rollout_ref.rollout.val_kwargs.temperature": 0.0,
     "actor_rollout_ref.actor.optim.lr": 1.0e-6,
     "actor_rollout_ref.actor.optim.weight_decay": 0.01,
     "actor_rollout_ref.actor.optim.betas": [0.9, 0.999],
@@ -900,6 +916,8 @@ VERL_DEFAULTS: dict[str, Any] = {
     "critic.enable": None,
     "custom_reward_function.path": None,
     "data.gen_batch_size": None,
+    "data.train_files": "~/data/rlhf/gsm8k/train.parquet",
+    "data.val_files": "~/data/rlhf/gsm8k/test.parquet",
     "critic.optim.lr": 1.0e-5,
     "critic.optim.weight_decay": 0.01,
     "critic.optim.betas": [0.9, 0.999],

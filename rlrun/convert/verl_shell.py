@@ -20,6 +20,8 @@ import operator
 import re
 from dataclasses import dataclass, field
 
+import yaml
+
 MAX_SCRIPT_CHARS = 1_000_000  # launch scripts are a few kB
 
 _SEPARATORS = {"\n", ";", "&", "|", "&&", "||", ";;", "(", ")"}
@@ -35,6 +37,10 @@ class Unresolved(str):
     """A value with parts only known when the script runs: `names` says which."""
 
     names: tuple[str, ...] = ()
+
+
+# Reports and refusals show such a value as the text it is.
+yaml.SafeDumper.add_representer(Unresolved, yaml.representer.SafeRepresenter.represent_str)
 
 
 def unresolved(text: str, names: tuple[str, ...]) -> Unresolved:
@@ -399,11 +405,15 @@ def find_verl_command(text: str, environ: dict[str, str]) -> VerlCommand | None:
         module_at = _module_index(words)
         if module_at is None:
             continue
-        values = []
+        values: list[str] = []
         for word in words[module_at + 1 :]:
             if _REDIRECT.match(word.raw()):
                 break
-            values.append(shell.expand(word))
+            value = shell.expand(word)
+            if any(part.quoted for part in word.parts) or isinstance(value, Unresolved):
+                values.append(value)
+            else:  # an unquoted expansion splits into words at whitespace (and vanishes when empty)
+                values += value.split()
         return VerlCommand(shell.expand(words[module_at]), values, command.line)
     return None
 
