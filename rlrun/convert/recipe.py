@@ -185,8 +185,8 @@ def build(
             rlrun_value = (
                 row.convert(value, effective) if row.convert and (row.rlrun or origin == "set") else value
             )
-        except (ValueError, TypeError) as err:
-            refusals.append(f"{key}={flow(value)}: {err}")
+        except (ValueError, TypeError) as err:  # the message may name the key itself
+            refusals.append(str(err) if str(err).startswith(f"{key}=") else f"{key}={flow(value)}: {err}")
             continue
         if row.rlrun is None:
             if origin == "set":

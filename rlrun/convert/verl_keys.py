@@ -37,7 +37,7 @@ def integer(settings: Settings, key: str, default: int) -> int:
     except ValueError:
         names = getattr(value, "names", ())
         why = f"it waits on {', '.join(names)}, not set here" if names else "not a whole number"
-        raise ValueError(f"{key}={value} ({why})") from None
+        raise ValueError(f"{key}={value}: {why}") from None
 
 
 def _n(settings: Settings) -> int:

@@ -378,7 +378,7 @@ def _integer(node: ast.expr) -> int:
 
 # --- finding the verl command ---------------------------------------------------------------
 
-_VERL_MODULE = re.compile(r"(?:^|\.)main_(?:ppo|dapo)$|^verl\.")
+_VERL_MODULE = re.compile(r"(?:^|\.)main_\w+$|^verl\.")  # a verl trainer, or a recipe's
 
 
 @dataclass
@@ -404,15 +404,21 @@ def find_verl_command(text: str, environ: dict[str, str]) -> VerlCommand | None:
             continue
         module_at = _module_index(words)
         if module_at is None:
+            for word in words:  # `: ${NAME:=default}` assigns as a side effect
+                if ":=" in word.raw():
+                    try:
+                        shell.expand(word)
+                    except ShellError:
+                        pass  # a bash array: refused where the verl command reads it
             continue
         values: list[str] = []
         for word in words[module_at + 1 :]:
             if _REDIRECT.match(word.raw()):
                 break
             value = shell.expand(word)
-            if any(part.quoted for part in word.parts) or isinstance(value, Unresolved):
+            if any(part.quoted or part.literal for part in word.parts) or isinstance(value, Unresolved):
                 values.append(value)
-            else:  # an unquoted expansion splits into words at whitespace (and vanishes when empty)
+            else:  # an unquoted, unescaped expansion splits at whitespace (and vanishes when empty)
                 values += value.split()
         return VerlCommand(shell.expand(words[module_at]), values, command.line)
     return None
