@@ -52,8 +52,10 @@ def test_defaults_arithmetic_and_the_environment():
     "line",
     [
         "CUDA_VISIBLE_DEVICES=0,1 VLLM_USE_V1=1 python3 -m verl.trainer.main_ppo data.train_batch_size=8",
-        "ray job submit --address=http://x:8265 --runtime-env=r.yaml -- python3 -m verl.trainer.main_ppo "
-        "data.train_batch_size=8",
+        (
+            "ray job submit --address=http://x:8265 --runtime-env=r.yaml -- python3 -m verl.trainer.main_ppo "
+            "data.train_batch_size=8"
+        ),
         "env HYDRA_FULL_ERROR=1 python -m verl.trainer.main_ppo data.train_batch_size=8 2>&1 | tee log.txt",
         "nohup python3 -m verl.trainer.main_ppo data.train_batch_size=8 > out.log &",
     ],
