@@ -93,7 +93,7 @@ def read_command_line(args: list[str]) -> VerlRun:
             break
     settings: dict[str, Any] = {}
     notes: list[str] = []
-    for token in tokens:
+    for index, token in enumerate(tokens):
         if token in _STOP_TOKENS or token.startswith((">", "2>", "|")):
             break
         if not token:
@@ -115,9 +115,10 @@ def read_command_line(args: list[str]) -> VerlRun:
                 f"`{token}`: a Hydra deletion changes verl's defaults in ways rlrun cannot follow"
             )
         if not token.strip():
+            after = f" after `{tokens[index - 1]}`" if index else ""
             raise ConvertError(
-                "an argument that is only spaces: a backslash followed by a space (or a comment) instead of the "
-                "end of its line ends the command there in bash"
+                f"an argument that is only spaces{after}: a backslash followed by a space (or by a comment) "
+                "instead of the end of its line, which ends the command there in bash"
             )
         key, sep, value = token.partition("=")
         if not sep or not key or not re.fullmatch(r"\+{0,2}[\w.]+", key):
