@@ -79,7 +79,7 @@ def test_a_custom_reward_decides_correctness(setup):
 
 def test_a_sampled_evaluation_takes_its_own_sampling_settings(monkeypatch):
     """trainer.eval.temperature/top_p/top_k (verl's val_kwargs); unset, the rollout's."""
-    import rlrun.evaluation as evaluation
+    from rlrun import evaluation
     from rlrun.schema import Recipe
 
     seen = {}
