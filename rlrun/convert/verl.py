@@ -241,6 +241,11 @@ def convert(run: VerlRun) -> Conversion:
         refuse_unknown=True,
     )
     conversion.notes.append("trainer.eval.prompts: null, the whole validation set, as verl evaluates")
+    if run.trainer == DAPO_TRAINER and run.settings.get("algorithm.filter_groups.enable"):
+        conversion.notes.append(
+            "verl's DAPO trainer also stops early when its epochs of generation batches run out (a filtered step "
+            "can use several); rlrun trains trainer.total_steps steps, drawing prompts on into further epochs"
+        )
     if processes != total:
         conversion.notes.append(
             f"verl ran on {total} GPUs as {processes} data-parallel ranks (ulysses_sequence_parallel_size); "

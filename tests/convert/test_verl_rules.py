@@ -71,6 +71,10 @@ def test_dapo_generation_batches(data):
     assert recipe["algorithm"]["group_filter"]["gen_prompts_per_batch"] == 1536  # budget 10 x 1536 prompts
     assert recipe["trainer"]["prompts_per_step"] == 512
     assert recipe["trainer"]["total_steps"] == 7473 // 1536  # DAPO's dataloader draws generation batches
+    assert (
+        "stops early when its epochs of generation batches run out"
+        in run(data, "recipe.dapo.main_dapo", **dapo).report()
+    )
     without_filter = run(
         data, "recipe.dapo.main_dapo", **{**dapo, "algorithm.filter_groups.enable": False}
     ).recipe
