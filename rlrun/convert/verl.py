@@ -75,7 +75,7 @@ def read_source(args: list[str], environ: dict[str, str] | None = None) -> VerlR
                 run = read_script(text, dict(os.environ) if environ is None else environ)
             else:
                 settings, notes = read_yaml(text)
-                run = VerlRun(settings, notes=notes)
+                run = VerlRun({key: _interpolation(value) for key, value in settings.items()}, notes=notes)
         except ConvertError as err:
             raise ConvertError(f"{path}: {err}") from None
         run.name = str(path)
@@ -142,6 +142,14 @@ def read_script(text: str, environ: dict[str, str] | None = None) -> VerlRun:
         raise ConvertError("no command running verl's trainer (`python3 -m verl.trainer.main_ppo ...`) found")
     run = read_command_line(["-m", command.module, *command.args])
     return run
+
+
+def _interpolation(value: Any) -> Any:
+    """A YAML value still holding a Hydra interpolation (`${oc.env:HOME}`): unknown here, named
+    where a key that matters holds it."""
+    if isinstance(value, str) and (found := re.search(r"\$\{[^}]*\}", value)):
+        return unresolved(value, (f"the Hydra interpolation {found[0]}, which verl resolves when it runs",))
+    return value
 
 
 def _value(text: str) -> Any:

@@ -152,3 +152,16 @@ def test_the_run_names_its_trainer():
     run = read_script("python3 -m recipe.dapo.main_dapo data.gen_batch_size=8\n", {})
     assert run.trainer == "recipe.dapo.main_dapo"
     assert isinstance(run, VerlRun)
+
+
+def test_a_hydra_interpolation_in_a_config_is_named(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    text = (
+        "data:\n  train_files: ${oc.env:HOME}/train.parquet\ntrainer:\n  experiment_name: x-${oc.env:USER}\n"
+    )
+    (tmp_path / "verl.yaml").write_text(text)
+    result = runner.invoke(app, ["convert", "verl", "verl.yaml"])
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert "data.train_files=${oc.env:HOME}/train.parquet" in result.output
+    assert "the Hydra interpolation ${oc.env:HOME}" in " ".join(result.output.split())
+    assert "experiment_name" not in result.output  # a name changes nothing trained
