@@ -27,9 +27,9 @@ from rlrun.convert.verl_keys import (
     data_sources,
     files,
     gpus,
-    verl_scorer,
 )
 from rlrun.convert.verl_shell import MAX_SCRIPT_CHARS, ShellError, Unresolved, find_verl_command, unresolved
+from rlrun.facts.verl_scorers import verl_scorer
 from rlrun.recipes.yaml_io import parse_value
 
 MAIN_PPO = "verl.trainer.main_ppo"

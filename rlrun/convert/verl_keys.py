@@ -271,25 +271,6 @@ def data_sources(path: str) -> set[str] | None:
     return {str(value) for value in table.column(0).unique().to_pylist()}
 
 
-# verl's `default_compute_score` routing, by data_source, to the scorers rlrun ships.
-VERL_SCORERS = {
-    "openai/gsm8k": "rlrun:gsm8k",
-    "lighteval/MATH": "rlrun:math_verl",
-    "DigitalLearningGmbH/MATH-lighteval": "rlrun:math_verl",
-    "HuggingFaceH4/MATH-500": "rlrun:math_verl",
-    "math_dapo": "rlrun:math_dapo",
-    "math": "rlrun:math_dapo",
-    "math_dapo_reasoning": "rlrun:math_dapo",
-}
-
-
-def verl_scorer(data_source: str) -> str | None:
-    """The rlrun scorer verl's default_compute_score uses for `data_source`, or None."""
-    if data_source.startswith("aime"):
-        return "rlrun:math_dapo"
-    return VERL_SCORERS.get(data_source)
-
-
 def _reward_functions(value: Any, settings: Settings) -> list[dict[str, Any]]:
     """verl's reward: a custom_reward_function (a file and a function name), else the reward
     model when one is enabled, else verl's default routing by each row's data_source."""

@@ -146,15 +146,7 @@ def lex(text: str) -> list[Command]:
             i += 1
         elif c == "\n":
             end_command()
-            i, line = i + 1, line + 1
-            for delimiter, tabs in heredocs:  # skip each body up to its delimiter line
-                while i < n:
-                    end = text.find("\n", i)
-                    end = n if end < 0 else end
-                    body_line = text[i:end].lstrip("\t") if tabs else text[i:end]
-                    i, line = end + 1, line + 1
-                    if body_line == delimiter:
-                        break
+            i, line = _skip_heredocs(text, i + 1, line + 1, heredocs)
             heredocs.clear()
         elif text.startswith("<<<", i):  # a here-string: its word follows on the same line
             end_word()
@@ -174,6 +166,20 @@ def lex(text: str) -> list[Command]:
             i += 1
     end_command()
     return commands
+
+
+def _skip_heredocs(text: str, i: int, line: int, heredocs: list[tuple[str, bool]]) -> tuple[int, int]:
+    """Where the commands go on after the here-document bodies that start at `i` (each up to its
+    delimiter line; `<<-` strips leading tabs), and that line's number."""
+    for delimiter, tabs in heredocs:
+        while i < len(text):
+            end = text.find("\n", i)
+            end = len(text) if end < 0 else end
+            body_line = text[i:end].lstrip("\t") if tabs else text[i:end]
+            i, line = end + 1, line + 1
+            if body_line == delimiter:
+                break
+    return i, line
 
 
 def _double_quoted(text: str, start: int, line: int) -> tuple[int, list[Part]]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rlrun.convert.verl_keys import VERL_SCORERS, verl_scorer
+from rlrun.facts.verl_scorers import VERL_SCORERS, verl_scorer
 from rlrun.rewards.answers import answers_equal, extract_answer
 from rlrun.rewards.gsm8k import GSM8KMethod, gsm8k_score
 from rlrun.rewards.registry import REWARDS
@@ -78,7 +78,7 @@ def math_verl(prompts: list[str], completions: list[str], ground_truths: list[st
     return [math_verl_score(c, str(g)) for c, g in zip(completions, ground_truths)]
 
 
-# The scorers behind verl's data_source routing (the routing itself: rlrun.convert.verl_keys).
+# The scorers behind verl's data_source routing (the routing itself: rlrun.facts.verl_scorers).
 _VERL_SCORERS = {
     "rlrun:gsm8k": gsm8k_score,
     "rlrun:math_verl": math_verl_score,
