@@ -87,6 +87,7 @@ def train(
             run.log(0, s.evaluate())  # the starting point every curve is compared with
         norm = weight_norm(s.unwrapped_policy)
         for step in range(s.step + 1, total + 1):
+            s.reward_fn.trainer_state.global_step, s.reward_fn.trainer_state.max_steps = step, total
             try:
                 metrics, experience = training_step(s, step)
             except RuntimeError as exc:  # sampling from a policy that broke without being caught
@@ -193,6 +194,7 @@ def training_step(s: Session, step: int) -> tuple[dict[str, float], Experience]:
                     mask,
                     r.rollout.importance_sampling.level,
                     r.rollout.importance_sampling.cap,
+                    r.rollout.importance_sampling.mode,
                 )
                 metrics |= is_metrics
             if s.advantage_needs.needs_old_log_probs:
