@@ -780,9 +780,12 @@ def combination_refusals(settings: Settings) -> None:
 def fixed_values(settings: Settings) -> dict[str, Any]:
     """rlrun values that follow from TRL's behaviour rather than from one key."""
     on = _float(settings, "beta") > 0
-    values: dict[str, Any] = {"actor.kl_loss.enabled": on}
+    # TRL templates prompts written as chat messages and tokenizes text prompts as they are
+    values: dict[str, Any] = {"actor.kl_loss.enabled": on, "data.apply_chat_template": "messages"}
     if on:
         values["actor.kl_loss.estimator"] = "k3_unclamped"
+    if settings.get("scale_rewards") in (True, "group"):
+        values["algorithm.advantage_kwargs"] = {"epsilon": 1e-4}  # TRL: (r - mean) / (std + 1e-4)
     if settings.get("max_prompt_length") is None:
         values["data.max_prompt_tokens"] = None  # TRL 1.16 does not limit prompts
     else:

@@ -15,7 +15,7 @@ from rlrun.schema.data import PROMPT_PLACEHOLDER
 
 logger = logging.getLogger("rlrun.data")
 
-ChatTemplateMode = Literal["auto", True, False]
+ChatTemplateMode = Literal["auto", "messages", True, False]
 OverlongPolicy = Literal["drop", "truncate", "error"]
 VERL_ANSWER_KEY = "reward_model.ground_truth"  # used when the configured answer key is absent
 
@@ -138,10 +138,20 @@ def build_prompt_dataset(
         raise ValueError(f"overlong must be drop | truncate | error, got {overlong!r}")
     use_template = _use_chat_template(tokenizer, apply_chat_template, name)
     raw_prompts = [_field(r, prompt_key, i, name) for i, r in enumerate(records)]
+    if (
+        apply_chat_template == "messages"
+        and not use_template
+        and any(isinstance(p, list) for p in raw_prompts)
+    ):
+        raise DataError(name, "the prompts are chat messages but the tokenizer has no chat template")
     truths = [_answer(r, answer_key, i, name) for i, r in enumerate(records)]
     messages = [_messages(p, system_prompt, prompt_template, i, name) for i, p in enumerate(raw_prompts)]
-    texts = [_render(m, tokenizer, use_template, chat_template_kwargs or {}) for m in messages]
-    ids = tokenizer(texts, add_special_tokens=not use_template)["input_ids"] if texts else []
+    # "messages" (TRL's rule): only prompts written as chat messages get the template
+    templated = [
+        use_template and (apply_chat_template != "messages" or isinstance(p, list)) for p in raw_prompts
+    ]
+    texts = [_render(m, tokenizer, t, chat_template_kwargs or {}) for m, t in zip(messages, templated)]
+    ids = _tokenize(tokenizer, texts, templated)
     top_keys = {prompt_key.split(".")[0], answer_key.split(".")[0]}
     extra_keys = sorted({k for r in records for k in r} - top_keys)
     extra = {k: [r.get(k) for r in records] for k in extra_keys}
@@ -178,8 +188,22 @@ def build_prompt_dataset(
     return dataset
 
 
+def _tokenize(tokenizer: Any, texts: list[str], templated: list[bool]) -> list[list[int]]:
+    """Token ids of `texts`; a templated text holds its special tokens already."""
+    ids: list[list[int]] = [[] for _ in texts]
+    for flag in (True, False):
+        rows = [i for i, t in enumerate(templated) if t == flag]
+        if rows:
+            encoded = tokenizer([texts[i] for i in rows], add_special_tokens=not flag)["input_ids"]
+            for i, row in zip(rows, encoded):
+                ids[i] = row
+    return ids
+
+
 def _use_chat_template(tokenizer: Any, mode: ChatTemplateMode | str, name: str) -> bool:
     has_template = bool(getattr(tokenizer, "chat_template", None))
+    if mode == "messages":
+        return has_template
     if mode in (True, "true"):
         if not has_template:
             raise DataError(name, "data.apply_chat_template is true but the tokenizer has no chat template")
@@ -187,7 +211,7 @@ def _use_chat_template(tokenizer: Any, mode: ChatTemplateMode | str, name: str) 
     if mode in (False, "false"):
         return False
     if mode != "auto":
-        raise ValueError(f"apply_chat_template must be auto | true | false, got {mode!r}")
+        raise ValueError(f"apply_chat_template must be auto | messages | true | false, got {mode!r}")
     return has_template
 
 

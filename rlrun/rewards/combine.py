@@ -17,7 +17,9 @@ An entry ``{"model": ...}`` instead of ``{"fn": ...}`` is a learned reward model
 
 A score of ``None`` means "not applicable" (TRL's convention): the sample adds 0 to the
 weighted sum, its component holds NaN, and the function's logged mean leaves it out (nanmean).
-A sample every function skips scores 0. NaN and infinity returned as numbers stay errors.
+A sample every function skips is an error (`RewardError`): TRL leaves it out of its group's
+baseline with advantage 0, which rlrun's estimators do not do. NaN and infinity returned as
+numbers stay errors.
 """
 
 from __future__ import annotations
@@ -137,6 +139,14 @@ class RewardCombiner:
             components.update({f"{term.name}/{key}": col for key, col in columns.items()})
             if acc is None and "acc" in columns:
                 acc = columns["acc"]
+        skipped = torch.stack([components[t.name].isnan() for t in self.terms]).all(dim=0).nonzero().flatten()
+        if len(skipped):
+            i = skipped[0].item()
+            raise RewardError(
+                f"every reward function returned None (not applicable) for {len(skipped)} samples, first sample "
+                f"{i} (prompt {prompts[i]!r}); TRL leaves such a sample out of its group's baseline, rlrun cannot: "
+                "return a score for it"
+            )
         if acc is None:
             acc = (components[self.terms[0].name] > 0).float()  # NaN (not applicable) is not > 0
         return RewardOutput(scores, components, acc)

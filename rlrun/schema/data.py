@@ -38,8 +38,8 @@ class Data(Section):
     """The record key holding the prompt; dotted keys reach into nested records (verl: reward_model.ground_truth)"""
     answer_key: str = Field("answer", min_length=1)
     """The record key holding the reference answer (dotted keys reach into nested records)."""
-    apply_chat_template: Literal["auto", True, False] = "auto"
-    """Wrap each prompt in the tokenizer's chat template: true | false | auto = when the tokenizer has one"""
+    apply_chat_template: Literal["auto", "messages", True, False] = "auto"
+    """Wrap each prompt in the tokenizer's chat template: true | false | auto = when the tokenizer has one | messages = chat-message prompts only, text as it is (TRL)"""
     chat_template_kwargs: dict[str, Any] = Field(default_factory=dict)
     """Keywords for the tokenizer's chat template, e.g. {enable_thinking: false} (TRL's chat_template_kwargs)."""
     system_prompt: str | None = None

@@ -12,7 +12,7 @@ import torch
 
 from rlrun.errors import RecipeError
 from rlrun.recipes import load_recipe
-from rlrun.rewards import RewardCombiner, TrlContext
+from rlrun.rewards import RewardCombiner, RewardError, TrlContext
 from rlrun.rewards.styles import is_factory, missing_factory_arguments
 from rlrun.schema.reward import RewardFunction
 
@@ -65,7 +65,7 @@ def trl_modules(tmp_path, monkeypatch):
             return [1.0, None, 0.0, None]
 
         def second(completions, **kwargs):
-            return [None, 2.0, None, None]
+            return [None, 2.0, None, 3.0]
         """)
     )
     monkeypatch.syspath_prepend(str(tmp_path))
@@ -75,16 +75,24 @@ def trl_modules(tmp_path, monkeypatch):
 
 def test_none_is_not_applicable_as_in_trl(trl_modules):
     """TRL: rewards = nansum(weights x per-function rewards), each function's logged mean a nanmean.
-    Weighted 1 and 0.5: [1, -, 0, -] and [-, 2, -, -] -> [1, 1, 0, 0]; means 0.5 and 2."""
+    Weighted 1 and 0.5: [1, -, 0, -] and [-, 2, -, 3] -> [1, 1, 0, 1.5]; means 0.5 and 2.5."""
     combiner = RewardCombiner(
         [RewardFunction(fn="maybe_rewards:first"), RewardFunction(fn="maybe_rewards:second", weight=0.5)]
     )
     out = combiner(["p"] * 4, ["a", "b", "c", "d"], ["x"] * 4)
-    torch.testing.assert_close(out.scores, torch.tensor([1.0, 1.0, 0.0, 0.0]))
+    torch.testing.assert_close(out.scores, torch.tensor([1.0, 1.0, 0.0, 1.5]))
     torch.testing.assert_close(out.components["first"], torch.tensor([1.0, NAN, 0.0, NAN]), equal_nan=True)
     assert out.components["first"].nanmean().item() == 0.5
-    assert out.components["second"].nanmean().item() == 2.0
+    assert out.components["second"].nanmean().item() == 2.5
     torch.testing.assert_close(out.acc, torch.tensor([1.0, 0.0, 0.0, 0.0]))  # not applicable is not correct
+
+
+def test_a_sample_no_function_applies_to_is_an_error(trl_modules):
+    combiner = RewardCombiner([RewardFunction(fn="maybe_rewards:first")])
+    with pytest.raises(
+        RewardError, match="every reward function returned None .* for 2 samples, first sample 1"
+    ):
+        combiner(["p"] * 4, ["a", "b", "c", "d"], ["x"] * 4)
 
 
 def test_soft_overlong_punishment_scores_from_token_ids(trl_modules):
