@@ -63,6 +63,8 @@ def read_config(path: Path, trainer: str = "grpo") -> tuple[dict[str, Any], list
     """Settings from a TRL config YAML or a Python script (module docstring), and notes."""
     if trainer not in TRAINERS:
         raise ConvertError(f"--trainer must be one of {', '.join(TRAINERS)}, got {trainer!r}")
+    if trainer != "grpo" and path.suffix != ".py":  # a script's own config call names its trainer
+        raise ConvertError(f"{path}: a TRL {trainer.upper()} config. {_NOT_GRPO[trainer]}")
     try:
         data = path.read_bytes()
     except OSError as err:

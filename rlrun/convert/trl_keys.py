@@ -709,6 +709,9 @@ REFUSED: dict[str, str] = {
     "router_aux_loss_coef": "rlrun adds no MoE router loss",
 }
 
+# Values other than TRL's default that are what rlrun does.
+RLRUN_DOES: dict[str, Any] = {"use_bias_correction_kl": False}
+
 _FIELDS_OF_OTHER_TRAINERS = {
     "dataset_text_field": "SFT",
     "packing": "SFT",
@@ -737,6 +740,8 @@ def rule(key: str, value: Any) -> Rule:
         return Rule("ignored", IGNORED[key])
     if key in TRL_DEFAULTS and _same(value, TRL_DEFAULTS[key]):
         return Rule("default")
+    if key in RLRUN_DOES and _same(value, RLRUN_DOES[key]):
+        return Rule("default", "what rlrun does")
     if key in REFUSED:
         return Rule("refused", REFUSED[key])
     if key in TRL_DEFAULTS:
