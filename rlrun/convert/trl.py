@@ -189,6 +189,10 @@ def _trainer_arguments(call: ast.Call, tree: ast.Module, settings: dict[str, Any
             )
             names = []
             for item in items:
+                if isinstance(item, ast.Constant) and item.value is Ellipsis:
+                    raise ConvertError(
+                        f"{name}, line {item.lineno}: `reward_funcs=[..., ...]` is an excerpt. {ACCEPTED}"
+                    )
                 if isinstance(item, ast.Constant) and isinstance(item.value, str):
                     settings.setdefault("reward_model_name_or_path", item.value)
                     continue
