@@ -119,6 +119,16 @@ def test_trl_defaults():
     assert TRL_DEFAULTS["max_completion_length"] == 512 and TRL_DEFAULTS["num_train_epochs"] == 3.0
 
 
+def test_loss_types():
+    sapo = recipe_of({"max_steps": 10, "loss_type": "sapo", "sapo_temperature_neg": 1.2})["actor"]
+    assert sapo["policy_loss"] == "sapo" and sapo["loss_agg_mode"] == "seq-mean-token-mean"
+    assert sapo["loss_kwargs"] == {"tau_pos": 1.0, "tau_neg": 1.2}
+    grpo = recipe_of({"max_steps": 10, "loss_type": "grpo"})["actor"]
+    assert grpo["loss_agg_mode"] == "seq-mean-token-mean" and grpo.get("policy_loss", "vanilla") == "vanilla"
+    bnpo = recipe_of({"max_steps": 10, "loss_type": "bnpo"})["actor"]  # one micro-batch per step
+    assert bnpo.get("loss_agg_mode", "token-mean") == "token-mean"
+
+
 def test_an_older_configs_max_prompt_length_truncates_as_trl_did():
     recipe = recipe_of({"max_steps": 10, "max_prompt_length": 256})
     assert recipe["data"]["max_prompt_tokens"] == 256 and recipe["data"]["overlong_prompts"] == "truncate"
@@ -194,6 +204,10 @@ def test_trls_kl_is_k3_without_a_clamp():
         ({"max_steps": 10, "loss_type": "bnpo", "gradient_accumulation_steps": 2}, "`loss_type: 'bnpo'`"),
         ({"max_steps": 10, "loss_type": "cispo"}, "`loss_type: 'cispo'` .* clips the weight at epsilon_high"),
         ({"max_steps": 10, "scale_rewards": "batch"}, "`scale_rewards: 'batch'`"),
+        ({"max_steps": 10, "loss_type": "vespo"}, "`loss_type: 'vespo'` .* no VESPO"),
+        ({"max_steps": 10, "loss_type": "luspo"}, "`loss_type: 'luspo'` .* no LUSPO"),
+        ({"max_steps": 10, "top_entropy_quantile": 0.2}, "`top_entropy_quantile: 0.2`"),
+        ({"max_steps": 10, "use_adaptive_entropy": True}, "`use_adaptive_entropy: True`"),
         (
             {"max_steps": 10, "use_peft": True},
             "`lora_target_modules: None` .* PEFT's per-architecture default",
