@@ -625,7 +625,6 @@ _IGNORED_GROUPS: dict[str, tuple[str, ...]] = {
         "torch_compile_backend",
         "torch_compile_mode",
         "use_cache",
-        "tf32",
         "ds3_gather_for_generation",
         "pad_to_multiple_of",
         "cache_implementation",
@@ -664,10 +663,7 @@ _IGNORED_GROUPS: dict[str, tuple[str, ...]] = {
         "full_determinism",
         "average_tokens_across_devices",
         "optim_target_modules",
-        "dataset_streaming",
-        "streaming",
         "config",
-        "dataset_train_split",
         "remove_unused_columns",
     ),
 }
@@ -707,10 +703,17 @@ REFUSED: dict[str, str] = {
     "reward_clip_range": "an RLOOConfig key: rlrun converts GRPO configs",
     "normalize_advantages": "an RLOOConfig key: rlrun converts GRPO configs",
     "router_aux_loss_coef": "rlrun adds no MoE router loss",
+    "dataset_train_split": "rlrun trains on a hub dataset's `train` split: save the split you want to a file",
+    "dataset_streaming": "rlrun reads the whole dataset and shuffles it; TRL streams it in order",
+    "streaming": "rlrun reads the whole dataset and shuffles it; TRL streams it in order",
+    "tf32": "rlrun computes float32 matrix products in float32 (TF32 changes the numbers)",
 }
 
 # Values other than TRL's default that are what rlrun does.
-RLRUN_DOES: dict[str, Any] = {"use_bias_correction_kl": False}
+RLRUN_DOES: dict[str, tuple[Any, ...]] = {
+    "use_bias_correction_kl": (False,),
+    "optim": ("adamw_torch", "adamw_torch_fused"),  # transformers 4.x's and 5.x's default AdamW
+}
 
 _FIELDS_OF_OTHER_TRAINERS = {
     "dataset_text_field": "SFT",
@@ -740,7 +743,7 @@ def rule(key: str, value: Any) -> Rule:
         return Rule("ignored", IGNORED[key])
     if key in TRL_DEFAULTS and _same(value, TRL_DEFAULTS[key]):
         return Rule("default")
-    if key in RLRUN_DOES and _same(value, RLRUN_DOES[key]):
+    if any(_same(value, does) for does in RLRUN_DOES.get(key, ())):
         return Rule("default", "what rlrun does")
     if key in REFUSED:
         return Rule("refused", REFUSED[key])

@@ -208,6 +208,8 @@ def test_trls_kl_is_k3_without_a_clamp():
         ({"max_steps": 10, "loss_type": "luspo"}, "`loss_type: 'luspo'` .* no LUSPO"),
         ({"max_steps": 10, "top_entropy_quantile": 0.2}, "`top_entropy_quantile: 0.2`"),
         ({"max_steps": 10, "use_adaptive_entropy": True}, "`use_adaptive_entropy: True`"),
+        ({"max_steps": 10, "dataset_train_split": "test"}, "`dataset_train_split: 'test'` .* `train` split"),
+        ({"max_steps": 10, "optim": "adafactor"}, "`optim: 'adafactor'` .* AdamW"),
         (
             {"max_steps": 10, "use_peft": True},
             "`lora_target_modules: None` .* PEFT's per-architecture default",
@@ -238,6 +240,7 @@ def test_every_key_has_one_rule():
         assert rule(key, default).kind in ("mapped", "ignored", "default"), key
     assert rule("sync_ref_model", True).kind == "refused"
     assert rule("save_strategy", "epoch").kind == "ignored"
+    assert rule("optim", "adamw_torch").kind == rule("use_bias_correction_kl", False).kind == "default"
 
 
 @pytest.mark.parametrize(
