@@ -792,6 +792,8 @@ def fixed_values(settings: Settings) -> dict[str, Any]:
     values: dict[str, Any] = {"actor.kl_loss.enabled": on, "data.apply_chat_template": "messages"}
     if on:
         values["actor.kl_loss.estimator"] = "k3_unclamped"
+    if {"accuracy_reward", "reasoning_accuracy_reward"} & set(settings.get("reward_funcs") or []):
+        values["data.answer_key"] = "solution"  # the column TRL's accuracy rewards read
     if settings.get("scale_rewards") in (True, "group"):
         values["algorithm.advantage_kwargs"] = {"epsilon": 1e-4}  # TRL: (r - mean) / (std + 1e-4)
     if settings.get("max_prompt_length") is None:

@@ -20,6 +20,7 @@ ROWS = 1000  # `--dataset-rows`: the hub datasets are not downloaded here
 TRL_DEFAULT_RECIPE = {
     "data.max_prompt_tokens": None,  # TRL 1.16 has no prompt limit
     "data.apply_chat_template": "messages",  # chat prompts templated, text prompts as they are
+    "data.answer_key": "solution",  # the column TRL's accuracy_reward reads
     "rollout.max_response_tokens": 512,
     "actor.optimizer.lr": 1e-6,
     "actor.lr_scheduler.name": "linear",
