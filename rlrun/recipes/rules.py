@@ -223,8 +223,10 @@ def batches_divide(recipe: Recipe, provenance: Provenance) -> Iterator[ConfigIss
 @error_rule
 def micro_batch_tokens_fit_a_row(recipe: Recipe, provenance: Provenance) -> Iterator[ConfigIssue]:
     budget = recipe.actor.micro_batch_tokens
+    if budget is None or recipe.data.max_prompt_tokens is None:  # no prompt limit: a longer row goes alone
+        return
     row = recipe.data.max_prompt_tokens + recipe.rollout.max_response_tokens
-    if budget is not None and budget < row:
+    if budget < row:
         yield provenance.issue(
             provenance.user_set(
                 ("actor", "micro_batch_tokens"),

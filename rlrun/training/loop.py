@@ -158,6 +158,7 @@ def training_step(s: Session, step: int) -> tuple[dict[str, float], Experience]:
                     mask,
                     r.rollout.importance_sampling.level,
                     r.rollout.importance_sampling.cap,
+                    r.rollout.importance_sampling.mode,
                 )
                 metrics |= is_metrics
             if s.advantage_needs.needs_old_log_probs:

@@ -488,6 +488,7 @@ def train(
             run.log(0, s.evaluate())  # the starting point every curve is compared with
         norm = weight_norm(s.unwrapped_policy)
         for step in range(s.step + 1, total + 1):
+            s.reward_fn.trainer_state.global_step, s.reward_fn.trainer_state.max_steps = step, total
             try:
                 metrics, experience = training_step(s, step)
             except RuntimeError as exc:  # sampling from a policy that broke without being caught

@@ -443,6 +443,6 @@ def test_a_value_fitting_no_form_of_a_union_is_one_issue(write, errors):
         ),
         (
             "r.yaml, line 6, column 3, `data.apply_chat_template`: not one of the allowed values. Expected "
-            'one of auto, true, false. Found "maybe". Fix: use one of the allowed values.'
+            'one of auto, messages, true, false. Found "maybe". Fix: use one of the allowed values.'
         ),
     ]
