@@ -28,6 +28,7 @@ flags that were given (Accelerate lets flags override the file).
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import json
 import os
 import signal
@@ -46,6 +47,7 @@ import torch
 from rlrun import interrupt
 from rlrun.errors import ConfigIssue, RecipeError
 from rlrun.schema import Recipe
+from rlrun.training.sharding import fsdp_module_class
 
 RELAUNCH_ENV = "RLRUN_LAUNCHED"
 STRATEGIES = ("ddp", "fsdp2", "deepspeed_zero2", "deepspeed_zero3")
@@ -284,12 +286,28 @@ def _strategy_flags(strategy: str, config_dir: Path) -> list[str]:
     return flags + (["--zero3_init_flag", "true"] if stage == 3 else [])
 
 
+def strategy_problem(strategy: str, device: str) -> str | None:
+    """Why this machine cannot run `trainer.strategy` (None: it can); `device`: `cuda` or `cpu`,
+    where the run trains. Checked before anything loads: a strategy is never swapped for
+    another (Accelerate on CPU sets up plain data parallelism whatever the launch flags say)."""
+    if strategy.startswith("deepspeed"):
+        if importlib.util.find_spec("deepspeed") is None:
+            return "DeepSpeed is not installed"
+        if device != "cuda":
+            # accelerate.state: ZeRO only `and not cpu`; DeepSpeed's own CPU accelerator is unused
+            return "Accelerate runs DeepSpeed only on GPUs, and this run trains on the CPU"
+    if strategy == "fsdp2" and fsdp_module_class() is None:
+        return f"torch {torch.__version__} has no FSDP2 (`torch.distributed.fsdp.fully_shard`, torch 2.6 on)"
+    return None
+
+
 def check_data_parallel(recipe: Recipe, num_processes: int) -> None:
-    """Refuse a recipe whose global sample counts do not split evenly over the processes: each
-    process takes an equal share of the prompts, mini-batches and micro-batches.
+    """Refuse a recipe that cannot be split over the processes: each process takes an equal share
+    of the prompts, mini-batches and micro-batches; under FSDP2 a LoRA policy is refused (its
+    adapters are not loaded into, nor saved from, sharded weights).
 
     Raises:
-        RecipeError: listing every count that does not divide.
+        RecipeError: listing every count that does not divide, and the strategy.
     """
     counts = {
         "trainer.prompts_per_step": recipe.trainer.prompts_per_step,
@@ -308,5 +326,17 @@ def check_data_parallel(recipe: Recipe, num_processes: int) -> None:
         for key, value in counts.items()
         if value % num_processes
     ]
+    if num_processes > 1 and recipe.trainer.strategy == "fsdp2" and recipe.model.lora:
+        issues.append(
+            ConfigIssue(
+                "LoRA is not supported under FSDP2: rlrun neither loads adapters into sharded weights "
+                "nor saves them from there",
+                key="trainer.strategy",
+                code="strategy-unsupported",
+                expected="ddp with model.lora",
+                found="fsdp2",
+                fix="set trainer.strategy=ddp (a LoRA policy's optimizer state is small), or remove model.lora",
+            )
+        )
     if issues:
         raise RecipeError(issues)

@@ -24,9 +24,10 @@ from typing import Any
 
 import numpy as np
 import torch
-from safetensors.torch import load_model, save_model
+from safetensors.torch import load_file, load_model, save_file, save_model
 
 from rlrun.errors import ConfigIssue, RecipeError
+from rlrun.training.sharding import is_sharded, load_full_weights
 
 TRAINER_STATE = "trainer_state.pt"
 CRITIC_WEIGHTS = "critic.safetensors"
@@ -60,22 +61,27 @@ def save_checkpoint(
     tokenizer: Any,
     state: dict[str, Any],
     critic: torch.nn.Module | None = None,
+    weights: dict[str, torch.Tensor] | None = None,
+    critic_weights: dict[str, torch.Tensor] | None = None,
     keep_last: int = 0,
 ) -> Path:
     """Write checkpoint `step` atomically and prune to the newest `keep_last` (0 = keep all).
 
     `model` is the unwrapped policy (a `PreTrainedModel`); `state` must hold only tensors and
-    plain Python containers/scalars.
+    plain Python containers/scalars. `weights` / `critic_weights`: the models' whole state
+    dicts where the models hold only shards of them (FSDP2); by default their own.
     """
     root.mkdir(parents=True, exist_ok=True)
     final = root / step_dir_name(step)
     tmp = root / f".tmp-{final.name}"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir()
-    model.save_pretrained(tmp, safe_serialization=True)
+    model.save_pretrained(tmp, safe_serialization=True, state_dict=weights)
     if tokenizer is not None:
         tokenizer.save_pretrained(tmp)
-    if critic is not None:
+    if critic_weights is not None:
+        save_file(critic_weights, str(tmp / CRITIC_WEIGHTS))
+    elif critic is not None:
         save_model(critic, str(tmp / CRITIC_WEIGHTS))
     torch.save(state, tmp / TRAINER_STATE)
     (tmp / CHECKSUMS).write_text(json.dumps(_checksums(tmp), indent=2))
@@ -179,10 +185,13 @@ def load_policy_weights(checkpoint: Path, model: torch.nn.Module) -> None:
 
         set_peft_model_state_dict(model, load_peft_weights(str(checkpoint), device="cpu"))
     else:
+        from transformers import AutoModelForCausalLM
+
         from rlrun.training.models import dtype_argument
 
-        weights = type(model).from_pretrained(checkpoint, **dtype_argument(model.dtype)).state_dict()
-        model.load_state_dict(weights)
+        # Through the Auto class: a sharded model's own class is FSDP's subclass of the model's
+        weights = AutoModelForCausalLM.from_pretrained(checkpoint, **dtype_argument(model.dtype)).state_dict()
+        load_full_weights(model, weights)
 
 
 def export_merged(checkpoint: Path, out: Path) -> Path:
@@ -202,7 +211,10 @@ def export_merged(checkpoint: Path, out: Path) -> Path:
 
 
 def load_critic_weights(checkpoint: Path, critic: torch.nn.Module) -> None:
-    load_model(critic, str(checkpoint / CRITIC_WEIGHTS))
+    if is_sharded(critic):
+        load_full_weights(critic, load_file(str(checkpoint / CRITIC_WEIGHTS)))
+    else:
+        load_model(critic, str(checkpoint / CRITIC_WEIGHTS))
 
 
 def capture_rng_state() -> dict[str, Any]:

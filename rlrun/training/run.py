@@ -169,7 +169,12 @@ class Run:
         self.stalls_reported: set[str] = set()
 
     def _setup(self) -> dict[str, Any]:
-        return run_setup(self.session.accelerator, self.recipe.model.dtype, self.recipe.trainer.autocast)
+        return run_setup(
+            self.session.accelerator,
+            self.recipe.model.dtype,
+            self.recipe.trainer.autocast,
+            strategy=self.session.strategy,
+        )
 
     def _new_meta(self, loaded: LoadedRecipe, overrides: list[str]) -> dict[str, Any]:
         sha, dirty = git_state()
