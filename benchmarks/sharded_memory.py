@@ -63,7 +63,9 @@ def main() -> None:
             seconds = time.monotonic() - started
             ran = json.loads((run_dir / "meta.json").read_text())["setup"]["strategy"]
         per_process = ", ".join(f"{mib:.0f}" for mib in sorted(peaks.values()))
-        print(f"{strategy}: ran as {ran}; peak RSS per training process (MiB): {per_process}; {seconds:.0f} s")
+        print(
+            f"{strategy}: ran as {ran}; peak RSS per training process (MiB): {per_process}; {seconds:.0f} s"
+        )
 
 
 if __name__ == "__main__":

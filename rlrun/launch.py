@@ -15,8 +15,9 @@ The caller (the CLI) does, before building anything heavy::
 Strategies (``trainer.strategy``):
 
 - ``ddp``: plain data parallel (``--multi_gpu``; on a machine without CUDA, gloo on CPU).
-- ``fsdp2``: FSDP version 2 (``--use_fsdp --fsdp_version 2``), transformer-block wrapping,
-  full state dicts on save so a checkpoint loads in any number of processes.
+- ``fsdp2``: FSDP version 2 (``--use_fsdp --fsdp_version 2``), transformer-block wrapping (on
+  CPU Accelerate ignores these flags and rlrun shards, `rlrun.training.sharding`); checkpoints
+  hold full state dicts, so they load in any number of processes.
 - ``deepspeed_zero2`` / ``deepspeed_zero3``: a DeepSpeed JSON config written to a temporary
   file (removed when the launch ends); ZeRO-3 gathers 16-bit weights on save.
 
@@ -276,8 +277,8 @@ def _strategy_flags(strategy: str, config_dir: Path) -> list[str]:
             "TRANSFORMER_BASED_WRAP",
             "--fsdp_reshard_after_forward",
             "true",
-            "--fsdp_state_dict_type",
-            "FULL_STATE_DICT",
+            # no --fsdp_state_dict_type: rlrun gathers full state dicts itself (sharding.py), and
+            # Accelerate 1.6 refuses FULL_STATE_DICT with FSDP2
         ]
     stage = 2 if strategy == "deepspeed_zero2" else 3
     path = config_dir / f"deepspeed_zero{stage}.json"

@@ -120,7 +120,13 @@ def full_weights(model: torch.nn.Module) -> dict[str, torch.Tensor] | None:
         return None
     from torch.distributed.checkpoint.state_dict import get_model_state_dict
 
-    return get_model_state_dict(model, options=_full_options())
+    weights = get_model_state_dict(model, options=_full_options())
+    # A tied weight (the LM head on the embeddings) under its second name, as the model's own
+    # state dict does not hold it: the checkpoint is then the one a single process writes.
+    tied = {n for n, _ in model.named_parameters(remove_duplicate=False)} - dict(
+        model.named_parameters()
+    ).keys()
+    return {name: tensor for name, tensor in weights.items() if name not in tied}
 
 
 def load_full_weights(model: torch.nn.Module, weights: dict[str, torch.Tensor]) -> None:
