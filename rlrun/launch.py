@@ -29,7 +29,6 @@ flags that were given (Accelerate lets flags override the file).
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import json
 import os
 import signal
@@ -48,7 +47,6 @@ import torch
 from rlrun import interrupt
 from rlrun.errors import ConfigIssue, RecipeError
 from rlrun.schema import Recipe
-from rlrun.training.sharding import fsdp_module_class
 
 RELAUNCH_ENV = "RLRUN_LAUNCHED"
 STRATEGIES = ("ddp", "fsdp2", "deepspeed_zero2", "deepspeed_zero3")
@@ -285,21 +283,6 @@ def _strategy_flags(strategy: str, config_dir: Path) -> list[str]:
     path.write_text(json.dumps(deepspeed_config(stage), indent=2) + "\n")
     flags = ["--use_deepspeed", "--deepspeed_config_file", str(path)]
     return flags + (["--zero3_init_flag", "true"] if stage == 3 else [])
-
-
-def strategy_problem(strategy: str, device: str) -> str | None:
-    """Why this machine cannot run `trainer.strategy` (None: it can); `device`: `cuda` or `cpu`,
-    where the run trains. Checked before anything loads: a strategy is never swapped for
-    another (Accelerate on CPU sets up plain data parallelism whatever the launch flags say)."""
-    if strategy.startswith("deepspeed"):
-        if importlib.util.find_spec("deepspeed") is None:
-            return "DeepSpeed is not installed"
-        if device != "cuda":
-            # accelerate.state: ZeRO only `and not cpu`; DeepSpeed's own CPU accelerator is unused
-            return "Accelerate runs DeepSpeed only on GPUs, and this run trains on the CPU"
-    if strategy == "fsdp2" and fsdp_module_class() is None:
-        return f"torch {torch.__version__} has no FSDP2 (`torch.distributed.fsdp.fully_shard`, torch 2.6 on)"
-    return None
 
 
 def check_data_parallel(recipe: Recipe, num_processes: int) -> None:

@@ -28,14 +28,7 @@ import torch
 from accelerate import Accelerator
 from accelerate.utils import DistributedType
 
-
-def fsdp_module_class() -> type | None:
-    """torch's FSDP2 module class (public from torch 2.6), None where torch lacks it."""
-    try:
-        from torch.distributed.fsdp import FSDPModule
-    except ImportError:
-        return None
-    return FSDPModule
+from rlrun.facts.machine import fsdp_module_class
 
 
 def strategy_in_effect(accelerator: Accelerator, requested: str) -> str:

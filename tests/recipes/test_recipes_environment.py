@@ -44,7 +44,7 @@ def test_cuda_without_a_gpu_is_an_error_unless_portable(monkeypatch):
 
 
 def test_autocast_on_a_cpu_without_bf16_arithmetic_is_an_error_unless_portable(monkeypatch):
-    monkeypatch.setattr("rlrun.training.precision.bf16_supported", lambda device: False)
+    monkeypatch.setattr("rlrun.facts.machine.bf16_supported", lambda device: False)
     overrides = ["trainer.autocast=bfloat16", "trainer.device=cpu"]
     with pytest.raises(RecipeError) as caught:
         load_recipe("grpo", overrides)
@@ -54,7 +54,7 @@ def test_autocast_on_a_cpu_without_bf16_arithmetic_is_an_error_unless_portable(m
 
 
 def test_compile_on_cpu_without_a_cpp_compiler_is_an_error(monkeypatch):
-    monkeypatch.setattr("rlrun.training.precision.cpp_compiler", lambda: None)
+    monkeypatch.setattr("rlrun.facts.machine.cpp_compiler", lambda: None)
     with pytest.raises(RecipeError) as caught:
         load_recipe("grpo", ["trainer.compile=true", "trainer.device=cpu"])
     message = _codes(caught.value)["compiler-missing"]
@@ -90,7 +90,7 @@ def test_deepspeed_on_a_cpu_is_an_error_even_where_it_is_installed(monkeypatch):
 
 def test_fsdp2_needs_torchs_fully_shard(monkeypatch):
     assert load_recipe("grpo", ["trainer.strategy=fsdp2"]).recipe.trainer.strategy == "fsdp2"  # torch 2.6+
-    monkeypatch.setattr("rlrun.launch.fsdp_module_class", lambda: None)
+    monkeypatch.setattr("rlrun.facts.machine.fsdp_module_class", lambda: None)
     with pytest.raises(RecipeError) as caught:
         load_recipe("grpo", ["trainer.strategy=fsdp2"])
     assert "has no FSDP2" in _codes(caught.value)["strategy-unavailable"]

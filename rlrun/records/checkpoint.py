@@ -27,7 +27,6 @@ import torch
 from safetensors.torch import load_file, load_model, save_file, save_model
 
 from rlrun.errors import ConfigIssue, RecipeError
-from rlrun.training.sharding import is_sharded, load_full_weights
 
 TRAINER_STATE = "trainer_state.pt"
 CRITIC_WEIGHTS = "critic.safetensors"
@@ -178,8 +177,15 @@ def is_lora_checkpoint(checkpoint: Path) -> bool:
     return (checkpoint / ADAPTER_CONFIG).is_file()
 
 
-def load_policy_weights(checkpoint: Path, model: torch.nn.Module) -> None:
-    """Load a checkpoint's policy weights (the whole model, or only a peft model's adapter)."""
+WeightsLoader = Callable[[torch.nn.Module, dict[str, torch.Tensor]], None]
+
+
+def load_policy_weights(
+    checkpoint: Path, model: torch.nn.Module, *, load: WeightsLoader | None = None
+) -> None:
+    """Load a checkpoint's policy weights (the whole model, or only a peft model's adapter).
+    `load(model, state_dict)` puts whole weights into the model: a sharded model's loader (FSDP2);
+    by default `model.load_state_dict`."""
     if is_lora_checkpoint(checkpoint):
         from peft import load_peft_weights, set_peft_model_state_dict
 
@@ -187,11 +193,11 @@ def load_policy_weights(checkpoint: Path, model: torch.nn.Module) -> None:
     else:
         from transformers import AutoModelForCausalLM
 
-        from rlrun.training.models import dtype_argument
+        from rlrun.facts.dtypes import dtype_argument
 
         # Through the Auto class: a sharded model's own class is FSDP's subclass of the model's
         weights = AutoModelForCausalLM.from_pretrained(checkpoint, **dtype_argument(model.dtype)).state_dict()
-        load_full_weights(model, weights)
+        (load or torch.nn.Module.load_state_dict)(model, weights)
 
 
 def export_merged(checkpoint: Path, out: Path) -> Path:
@@ -210,9 +216,12 @@ def export_merged(checkpoint: Path, out: Path) -> Path:
     return out
 
 
-def load_critic_weights(checkpoint: Path, critic: torch.nn.Module) -> None:
-    if is_sharded(critic):
-        load_full_weights(critic, load_file(str(checkpoint / CRITIC_WEIGHTS)))
+def load_critic_weights(
+    checkpoint: Path, critic: torch.nn.Module, *, load: WeightsLoader | None = None
+) -> None:
+    """`load` as for `load_policy_weights`; by default safetensors' own loading."""
+    if load is not None:
+        load(critic, load_file(str(checkpoint / CRITIC_WEIGHTS)))
     else:
         load_model(critic, str(checkpoint / CRITIC_WEIGHTS))
 
