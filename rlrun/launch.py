@@ -15,8 +15,9 @@ The caller (the CLI) does, before building anything heavy::
 Strategies (``trainer.strategy``):
 
 - ``ddp``: plain data parallel (``--multi_gpu``; on a machine without CUDA, gloo on CPU).
-- ``fsdp2``: FSDP version 2 (``--use_fsdp --fsdp_version 2``), transformer-block wrapping,
-  full state dicts on save so a checkpoint loads in any number of processes.
+- ``fsdp2``: FSDP version 2 (``--use_fsdp --fsdp_version 2``), transformer-block wrapping (on
+  CPU Accelerate ignores these flags and rlrun shards, `rlrun.training.sharding`); checkpoints
+  hold full state dicts, so they load in any number of processes.
 - ``deepspeed_zero2`` / ``deepspeed_zero3``: a DeepSpeed JSON config written to a temporary
   file (removed when the launch ends); ZeRO-3 gathers 16-bit weights on save.
 
@@ -280,8 +281,8 @@ def _strategy_flags(strategy: str, config_dir: Path) -> list[str]:
             "TRANSFORMER_BASED_WRAP",
             "--fsdp_reshard_after_forward",
             "true",
-            "--fsdp_state_dict_type",
-            "FULL_STATE_DICT",
+            # no --fsdp_state_dict_type: rlrun gathers full state dicts itself (sharding.py), and
+            # Accelerate 1.6 refuses FULL_STATE_DICT with FSDP2
         ]
     stage = 2 if strategy == "deepspeed_zero2" else 3
     path = config_dir / f"deepspeed_zero{stage}.json"
@@ -291,11 +292,12 @@ def _strategy_flags(strategy: str, config_dir: Path) -> list[str]:
 
 
 def check_data_parallel(recipe: Recipe, num_processes: int) -> None:
-    """Refuse a recipe whose global sample counts do not split evenly over the processes: each
-    process takes an equal share of the prompts, mini-batches and micro-batches.
+    """Refuse a recipe that cannot be split over the processes: each process takes an equal share
+    of the prompts, mini-batches and micro-batches; under FSDP2 a LoRA policy is refused (its
+    adapters are not loaded into, nor saved from, sharded weights).
 
     Raises:
-        RecipeError: listing every count that does not divide.
+        RecipeError: listing every count that does not divide, and the strategy.
     """
     counts = {
         "trainer.prompts_per_step": recipe.trainer.prompts_per_step,
@@ -314,5 +316,17 @@ def check_data_parallel(recipe: Recipe, num_processes: int) -> None:
         for key, value in counts.items()
         if value % num_processes
     ]
+    if num_processes > 1 and recipe.trainer.strategy == "fsdp2" and recipe.model.lora:
+        issues.append(
+            ConfigIssue(
+                "LoRA is not supported under FSDP2: rlrun neither loads adapters into sharded weights "
+                "nor saves them from there",
+                key="trainer.strategy",
+                code="strategy-unsupported",
+                expected="ddp with model.lora",
+                found="fsdp2",
+                fix="set trainer.strategy=ddp (a LoRA policy's optimizer state is small), or remove model.lora",
+            )
+        )
     if issues:
         raise RecipeError(issues)

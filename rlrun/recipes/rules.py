@@ -532,6 +532,24 @@ def _trains_on(recipe: Recipe) -> str:
 
 
 @environment_rule
+def strategy_runs_here(recipe: Recipe, provenance: Provenance) -> Iterator[ConfigIssue]:
+    strategy = recipe.trainer.strategy
+    if strategy == "ddp":  # runs wherever torch does
+        return
+    from rlrun.facts.machine import strategy_problem  # imports torch: only for another strategy
+
+    if (problem := strategy_problem(strategy, _trains_on(recipe))) is not None:
+        yield provenance.issue(
+            ("trainer", "strategy"),
+            f"this machine cannot run the recipe: {problem}",
+            code="strategy-unavailable",
+            expected="a strategy this machine runs (ddp runs everywhere)",
+            found=f"trainer.strategy: {strategy}",
+            fix=f"set `trainer.strategy: ddp`, or run on a machine that has what it needs; {PORTABLE_HINT}",
+        )
+
+
+@environment_rule
 def autocast_supported(recipe: Recipe, provenance: Provenance) -> Iterator[ConfigIssue]:
     """bfloat16 autocast on a device without bfloat16 arithmetic would emulate it, slower than
     float32: refused rather than run slowly."""

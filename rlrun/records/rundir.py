@@ -545,21 +545,14 @@ def package_versions() -> dict[str, str]:
     return versions
 
 
-def run_setup(accelerator: Any, model_dtype: str, autocast: str | None = None) -> dict[str, Any]:
+def run_setup(
+    accelerator: Any, model_dtype: str, autocast: str | None = None, *, strategy: str
+) -> dict[str, Any]:
     """Where and how a run computes, for meta.json's `setup` (`rlrun compare` shows it and warns
-    when runs differ): processes and machines, the data-parallel strategy in effect (Accelerate's,
-    so an `--accelerate-config` file counts; `none` for one process), the device (with the GPU's
-    name), the model's dtype and the mixed precision: `trainer.autocast`'s, else Accelerate's."""
+    when runs differ): processes and machines, the data-parallel `strategy` that ran
+    (`rlrun.training.sharding.strategy_in_effect`), the device (with the GPU's name), the model's
+    dtype and the mixed precision: `trainer.autocast`'s, else Accelerate's."""
     processes = accelerator.num_processes
-    distributed = getattr(accelerator.distributed_type, "value", str(accelerator.distributed_type))
-    if processes == 1:
-        strategy = "none"
-    elif distributed == "FSDP":
-        strategy = f"fsdp{getattr(accelerator.state.fsdp_plugin, 'fsdp_version', 1)}"
-    elif distributed == "DEEPSPEED":
-        strategy = f"deepspeed_zero{accelerator.state.deepspeed_plugin.zero_stage}"
-    else:
-        strategy = "ddp"
     device = accelerator.device
     # torchrun (under `accelerate launch`) says how many processes share this machine
     per_machine = int(os.environ.get("LOCAL_WORLD_SIZE", processes))
