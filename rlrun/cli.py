@@ -416,7 +416,7 @@ def components() -> None:
     for kind, entries in all_components().items():
         table = Table(title=kind, title_justify="left", show_header=False, box=None, padding=(0, 2))
         for name, description in entries.items():
-            table.add_row(f"[bold]{name}[/]", description)
+            table.add_row(Text(name, style="bold"), Text(description))  # not markup: rlrun[vllm]
         console.print(table)
         console.print()
 
