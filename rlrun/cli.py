@@ -26,7 +26,7 @@ from rich.text import Text
 
 from rlrun import interrupt
 from rlrun.errors import ConfigIssue, RecipeError
-from rlrun.recipes import LoadedRecipe, algorithm_summary, batch_plan, load_recipe
+from rlrun.recipes import LoadedRecipe, algorithm_summary, batch_plan, engine_summary, load_recipe
 
 if TYPE_CHECKING:
     from rlrun.convert.recipe import Conversion
@@ -151,10 +151,15 @@ def validate(
             recipe, overrides or [], strict=strict, environment=not portable, import_modules=not no_import
         )
     if as_json:
-        print(json.dumps(_validation_json(loaded), indent=2))
+        print(
+            json.dumps(
+                {**_validation_json(loaded), "rollout": engine_summary(loaded.recipe, not portable)}, indent=2
+            )
+        )
         return
     console.print(f"[green]✓[/] {loaded.source_path} is a valid recipe.", soft_wrap=True)
     console.print(_summary_table(loaded))
+    console.print(Text(f"  rollout  {engine_summary(loaded.recipe, not portable)}"))
     console.print(_batch_plan_table(loaded))
     _print_issues(loaded.notices, "notice", "yellow")
 
@@ -649,7 +654,7 @@ def _train(loaded: LoadedRecipe, options: RunOptions, overrides: list[str]) -> N
     from rlrun.launch import is_relaunched, release_process_group
 
     if run.status == "finished":
-        release_process_group()
+        release_process_group(run.session.engine)
     if run.status == "interrupted":
         # Under the launcher the launching process reports it: torchrun would print a failure
         # report for each process that ended with 130.

@@ -202,13 +202,19 @@ def run_launcher(command: Sequence[str], env: dict[str, str]) -> int:
     return interrupt.INTERRUPTED if received else code
 
 
-def release_process_group() -> None:
+def release_process_group(engine: Any = None) -> None:
     """End the training processes' communication group once all of them finished the run: left
     to Python's teardown, gloo's threads can abort a process that has done its work (SIGABRT,
     and torchrun reports the launch failed). Not after a stop, where a process stopped at once
-    may never reach the barrier."""
-    if torch.distributed.is_available() and torch.distributed.is_initialized():
+    may never reach the barrier. A rollout engine with a `close` (vLLM, which joined the group
+    and destroys its own groups and the default one when it shuts down) is closed after the
+    barrier, while the groups it tears down still exist."""
+    initialized = torch.distributed.is_available() and torch.distributed.is_initialized()
+    if initialized:
         torch.distributed.barrier()  # none leaves while another still talks to it
+    if (close := getattr(engine, "close", None)) is not None:
+        close()
+    if initialized and torch.distributed.is_initialized():
         torch.distributed.destroy_process_group()
 
 

@@ -169,7 +169,10 @@ class Run:
         self.stalls_reported: set[str] = set()
 
     def _setup(self) -> dict[str, Any]:
-        return run_setup(self.session.accelerator, self.recipe.model.dtype, self.recipe.trainer.autocast)
+        engine = getattr(self.session.engine, "description", self.recipe.rollout.engine)
+        return run_setup(
+            self.session.accelerator, self.recipe.model.dtype, self.recipe.trainer.autocast, engine
+        )
 
     def _new_meta(self, loaded: LoadedRecipe, overrides: list[str]) -> dict[str, Any]:
         sha, dirty = git_state()

