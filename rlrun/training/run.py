@@ -213,11 +213,13 @@ class Run:
         self.stalls_reported: set[str] = set()
 
     def _setup(self) -> dict[str, Any]:
+        engine = getattr(self.session.engine, "description", self.recipe.rollout.engine)
         return run_setup(
             self.session.accelerator,
             self.recipe.model.dtype,
             self.recipe.trainer.autocast,
             strategy=self.session.strategy,
+            engine=engine,
         )
 
     def _new_meta(self, loaded: LoadedRecipe, overrides: list[str]) -> dict[str, Any]:
