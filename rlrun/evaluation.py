@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from rlrun.data.dataset import PromptDataset
-from rlrun.rewards import RewardCombiner
+from rlrun.rewards import RewardCombiner, TrlContext
 from rlrun.rewards.answers import extract_answer, normalize_answer
 from rlrun.rollout.base import RolloutEngine, SamplingParams
 from rlrun.schema.reward import RewardFunction
@@ -53,34 +53,24 @@ class EvalResult:
         }
 
 
+GREEDY = SamplingParams(greedy=True, seed=0)
+
+
 def evaluate(
     engine: RolloutEngine,
     tokenizer: Any,
     dataset: PromptDataset,
     *,
-    k: int = 1,
-    greedy: bool = True,
-    max_tokens: int = 8,
-    temperature: float = 1.0,
-    top_p: float = 1.0,
-    top_k: int = 0,
-    seed: int | None = 0,
+    sampling: SamplingParams = GREEDY,
     limit: int | None = None,
     reward: RewardCombiner | None = None,
 ) -> EvalResult:
-    """Score the first ``limit`` prompts of ``dataset`` (all when None) with ``k`` samples each."""
-    if greedy and k != 1:
+    """Score the first ``limit`` prompts of ``dataset`` (all when None) with ``sampling.n`` samples
+    each (k)."""
+    if sampling.greedy and sampling.n != 1:
         raise ValueError("greedy evaluation draws one sample per prompt; use k=1 or greedy=false")
+    k, greedy = sampling.n, sampling.greedy
     data = dataset.take(range(min(limit or len(dataset), len(dataset))))
-    sampling = SamplingParams(
-        n=k,
-        max_tokens=max_tokens,
-        temperature=temperature,
-        top_p=top_p,
-        top_k=top_k,
-        greedy=greedy,
-        seed=seed,
-    )
     batch = engine.generate(data.prompt_ids, sampling)
     completions = tokenizer.batch_decode(batch.response_ids, skip_special_tokens=True)
 
@@ -92,6 +82,9 @@ def evaluate(
         repeat(data.prompts),
         completions,
         repeat(data.ground_truths),
+        context=TrlContext.of_rollout(
+            batch.response_ids, batch.response_mask, repeat(data.messages) if data.chat else None
+        ),
         **{name: repeat(col) for name, col in data.extra.items()},
     )
     correct = (scored.acc > 0.5).view(len(data), k)
@@ -106,7 +99,7 @@ def evaluate(
         response_length_mean=lengths.mean().item(),
         response_length_max=int(lengths.max().item()),
         reward_means={"score": scored.scores.mean().item()}
-        | {name: column.mean().item() for name, column in scored.components.items()},
+        | {name: column.nanmean().item() for name, column in scored.components.items()},
     )
 
 
@@ -114,22 +107,19 @@ def evaluate_recipe(
     engine: RolloutEngine, tokenizer: Any, dataset: PromptDataset, recipe: Recipe, reward: RewardCombiner
 ) -> EvalResult:
     """The evaluation ``recipe`` asks for: ``trainer.eval`` (prompts, k, greedy) with the
-    rollout's response length and sampling settings, seeded by ``trainer.seed``."""
-    e, ro = recipe.trainer.eval, recipe.rollout
-    return evaluate(
-        engine,
-        tokenizer,
-        dataset,
-        k=e.k,
+    rollout's response length, and trainer.eval's sampling settings where set (else the rollout's),
+    seeded by ``trainer.seed``."""
+    e = recipe.trainer.eval
+    own = {"temperature": e.temperature, "top_p": e.top_p, "top_k": e.top_k}
+    sampling = SamplingParams.from_rollout(
+        recipe.rollout,
+        n=e.k,
         greedy=e.greedy,
-        max_tokens=ro.max_response_tokens,
-        temperature=ro.temperature,
-        top_p=ro.top_p,
-        top_k=ro.top_k,
+        min_tokens=0,
         seed=recipe.trainer.seed,
-        limit=e.prompts,
-        reward=reward,
+        **{name: value for name, value in own.items() if value is not None},
     )
+    return evaluate(engine, tokenizer, dataset, sampling=sampling, limit=e.prompts, reward=reward)
 
 
 def _majority_correct(completions: list[str], correct: torch.Tensor, k: int) -> torch.Tensor:

