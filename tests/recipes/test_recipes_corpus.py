@@ -380,7 +380,7 @@ CASES += [
     ),
     Case(
         "convert-printed-recipe-errors",
-        ("convert", "verl", "actor_rollout_ref.actor.optim.lr=-1"),
+        ("convert", "verl", "actor_rollout_ref.actor.optim.lr=-1", "trainer.total_training_steps=5"),
         "the recipe above, line",
         "`actor.optimizer.lr`: value out of range",
     ),
