@@ -20,6 +20,8 @@ class ImportanceSampling(Section):
     """Weights per token, one per sequence, or none: off | token | sequence"""
     cap: Annotated[float, Field(ge=1)] = 2.0
     """Upper bound of each truncated importance weight (>= 1)."""
+    mode: Literal["truncate", "mask"] = "truncate"
+    """A weight above cap: truncate = cut to cap (verl's TIS) | mask = 0 (TRL's *_mask modes)"""
 
 
 class Vllm(Section):

@@ -217,6 +217,16 @@ def test_data_files_must_exist(write, errors):
     assert (issue.code, issue.line) == ("data-source", 3)
 
 
+def test_each_file_of_a_data_list_must_exist(write, errors):
+    write("train.jsonl", '{"prompt": "1+1=", "answer": "2"}\n')
+    write(
+        "r.yaml", "extends: grpo\ndata:\n  source: [train.jsonl, gone.jsonl]\n  val_source: [train.jsonl]\n"
+    )
+    [issue] = errors("r.yaml")
+    assert (issue.code, issue.key) == ("data-missing", "data.source.1")
+    assert issue.found.endswith('/gone.jsonl"')  # relative to the recipe, as a single file is
+
+
 @pytest.fixture
 def without_data_packages(monkeypatch):
     """This machine as if pyarrow and datasets were not installed."""
@@ -447,6 +457,6 @@ def test_a_value_fitting_no_form_of_a_union_is_one_issue(write, errors):
         ),
         (
             "r.yaml, line 6, column 3, `data.apply_chat_template`: not one of the allowed values. Expected "
-            'one of auto, true, false. Found "maybe". Fix: use one of the allowed values.'
+            'one of auto, messages, true, false. Found "maybe". Fix: use one of the allowed values.'
         ),
     ]
