@@ -962,8 +962,14 @@ def sweep_command(
     ] = None,
     partition: Annotated[str | None, typer.Option(help="SLURM partition.", rich_help_panel=SLURM)] = None,
     gpus_per_run: Annotated[
-        int, typer.Option(min=0, help="GPUs per node of each run.", rich_help_panel=SLURM)
-    ] = 1,
+        int | None,
+        typer.Option(
+            min=0,
+            help="GPUs per node of each run (default: 1, or 0 when every run's trainer.device is cpu).",
+            rich_help_panel=SLURM,
+            show_default=False,
+        ),
+    ] = None,
     nodes_per_run: Annotated[
         int,
         typer.Option(
@@ -993,14 +999,22 @@ def sweep_command(
     from rlrun.sweep.plan import plan_sweep
     from rlrun.sweep.spec import read_sweep
 
-    with user_errors():  # jobs on a cluster run elsewhere: this machine's GPUs and packages don't matter
-        plan = plan_sweep(read_sweep(sweep_file), environment=executor is Executor.local)
     if executor is Executor.slurm:
-        from rlrun.sweep.slurm import SlurmOptions
+        from rlrun.sweep.slurm import plan_on_cluster
 
-        slurm = SlurmOptions(partition, gpus_per_run, nodes_per_run, cpus_per_run, time_limit)
+        with user_errors():  # the runs and what they ask of the cluster, checked with it (sinfo, squeue)
+            plan, slurm = plan_on_cluster(
+                read_sweep(sweep_file),
+                partition=partition,
+                gpus_per_run=gpus_per_run,
+                nodes_per_run=nodes_per_run,
+                cpus_per_run=cpus_per_run,
+                time_limit_min=time_limit,
+            )
         settings, concurrent = slurm.to_json(), len(plan.to_do())
     else:
+        with user_errors():
+            plan = plan_sweep(read_sweep(sweep_file))
         from rlrun.sweep.local import machine_slots
 
         cpu_only = all(run.loaded.recipe.trainer.device == "cpu" for run in plan.runs)
@@ -1013,13 +1027,8 @@ def sweep_command(
     if executor is Executor.slurm:
         from rlrun.sweep.slurm import submit
 
-        try:
-            jobs_by_run = submit(plan, slurm)
-        except ImportError as exc:
-            err_console.print(f"[red]error:[/] {exc}")
-            raise typer.Exit(USER_ERROR) from None
-        for name, job in jobs_by_run.items():
-            console.print(f"{name}: SLURM job {job.job_id}")
+        for name, job in submit(plan, slurm).items():
+            console.print(f"{name}: SLURM job {job.job_id} (log: {job.paths.stdout})", soft_wrap=True)
         return
     from rlrun.sweep.local import run_local
 
