@@ -340,8 +340,7 @@ def rlrun_overrides(spec: Spec) -> list[str]:
 def run_rlrun(spec: Spec) -> Result:
     from rlrun.recipes import load_recipe
     from rlrun.recipes.builtin import builtin_path
-    from rlrun.training.loop import train
-    from rlrun.training.run import RunOptions
+    from rlrun.training.run import RunOptions, train
 
     _, val = arithmetic_splits(spec.val_prompts)
     overrides = rlrun_overrides(spec)

@@ -53,34 +53,24 @@ class EvalResult:
         }
 
 
+GREEDY = SamplingParams(greedy=True, seed=0)
+
+
 def evaluate(
     engine: RolloutEngine,
     tokenizer: Any,
     dataset: PromptDataset,
     *,
-    k: int = 1,
-    greedy: bool = True,
-    max_tokens: int = 8,
-    temperature: float = 1.0,
-    top_p: float = 1.0,
-    top_k: int = 0,
-    seed: int | None = 0,
+    sampling: SamplingParams = GREEDY,
     limit: int | None = None,
     reward: RewardCombiner | None = None,
 ) -> EvalResult:
-    """Score the first ``limit`` prompts of ``dataset`` (all when None) with ``k`` samples each."""
-    if greedy and k != 1:
+    """Score the first ``limit`` prompts of ``dataset`` (all when None) with ``sampling.n`` samples
+    each (k)."""
+    if sampling.greedy and sampling.n != 1:
         raise ValueError("greedy evaluation draws one sample per prompt; use k=1 or greedy=false")
+    k, greedy = sampling.n, sampling.greedy
     data = dataset.take(range(min(limit or len(dataset), len(dataset))))
-    sampling = SamplingParams(
-        n=k,
-        max_tokens=max_tokens,
-        temperature=temperature,
-        top_p=top_p,
-        top_k=top_k,
-        greedy=greedy,
-        seed=seed,
-    )
     batch = engine.generate(data.prompt_ids, sampling)
     completions = tokenizer.batch_decode(batch.response_ids, skip_special_tokens=True)
 
@@ -115,21 +105,11 @@ def evaluate_recipe(
 ) -> EvalResult:
     """The evaluation ``recipe`` asks for: ``trainer.eval`` (prompts, k, greedy) with the
     rollout's response length and sampling settings, seeded by ``trainer.seed``."""
-    e, ro = recipe.trainer.eval, recipe.rollout
-    return evaluate(
-        engine,
-        tokenizer,
-        dataset,
-        k=e.k,
-        greedy=e.greedy,
-        max_tokens=ro.max_response_tokens,
-        temperature=ro.temperature,
-        top_p=ro.top_p,
-        top_k=ro.top_k,
-        seed=recipe.trainer.seed,
-        limit=e.prompts,
-        reward=reward,
+    e = recipe.trainer.eval
+    sampling = SamplingParams.from_rollout(
+        recipe.rollout, n=e.k, greedy=e.greedy, min_tokens=0, seed=recipe.trainer.seed
     )
+    return evaluate(engine, tokenizer, dataset, sampling=sampling, limit=e.prompts, reward=reward)
 
 
 def _majority_correct(completions: list[str], correct: torch.Tensor, k: int) -> torch.Tensor:

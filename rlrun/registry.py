@@ -33,6 +33,13 @@ class ComponentNeeds:
     needs_old_log_probs: bool = False  # the sampling policy's log-probs (`old_log_probs`)
     needs_sum_pi_squared: bool = False  # Σ_v π(v)² at each response position (`sum_pi_squared`)
     draws_random: bool = False  # draws random numbers: takes a seeded `generator` (torch.Generator)
+    # a distillation loss whose gradient, back-propagated directly, does not depend on the teacher
+    # (k1: log p_student - log p_teacher), so it teaches only as a policy-gradient reward
+    needs_policy_gradient: bool = False
+    # Advice, not needs: validation gives a notice when a recipe departs from it.
+    loss_agg_mode: str | None = None  # a policy loss defined with this aggregation (GSPO: one per sequence)
+    # an estimator that, without std-normalisation (Dr.GRPO), is meant with this aggregation
+    unnormalised_agg_mode: str | None = None
 
 
 class UnknownComponentError(KeyError):
@@ -54,7 +61,7 @@ class Registry:
         self._entries: dict[str, Callable[..., Any]] = {}
         self._needs: dict[str, ComponentNeeds] = {}
 
-    def register(self, name: str, *aliases: str, **needs: bool) -> Callable[[F], F]:
+    def register(self, name: str, *aliases: str, **needs: Any) -> Callable[[F], F]:
         """Decorator: register `fn` under `name` (and any aliases) with its `ComponentNeeds`
         given as keywords (`needs_groups=True`); an unknown keyword is a TypeError at import."""
         declared = ComponentNeeds(**needs)

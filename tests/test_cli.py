@@ -217,10 +217,10 @@ def test_resume_relaunches_with_the_topology_and_the_runs_strategy(monkeypatch, 
 
 @pytest.mark.parametrize("command", [["resume"], ["train", "--resume"]])
 def test_resume_passes_profile_on_to_the_run(monkeypatch, run_dir, command):
-    import rlrun.cli
+    import rlrun.cli.run
 
     seen = []
-    monkeypatch.setattr(rlrun.cli, "_train", lambda loaded, options, overrides: seen.append(options))
+    monkeypatch.setattr(rlrun.cli.run, "_train", lambda loaded, options, overrides: seen.append(options))
     result = runner.invoke(app, [*command, str(run_dir), "--profile"])
     assert result.exit_code == 0, result.output
     assert [(o.run_dir, o.resume, o.profile) for o in seen] == [(run_dir, True, True)]
@@ -240,7 +240,7 @@ def test_train_and_resume_check_the_process_split_before_launching(monkeypatch, 
 
 @pytest.fixture
 def checkpoint(tmp_path: Path) -> Path:
-    from rlrun.training.checkpoint import save_checkpoint
+    from rlrun.records.checkpoint import save_checkpoint
     from rlrun.training.models import load_causal_lm, load_tokenizer
 
     model, tokenizer = (

@@ -8,6 +8,7 @@ from rlrun.embedded import resolve_model_path
 from rlrun.evaluation import evaluate
 from rlrun.rewards import RewardCombiner
 from rlrun.rollout import ROLLOUT_ENGINES
+from rlrun.rollout.base import SamplingParams
 from rlrun.schema.data import Data
 from rlrun.schema.reward import RewardFunction
 
@@ -22,7 +23,7 @@ def setup():
 
 def test_k_sample_metrics_are_ordered(setup):
     engine, tok, val = setup
-    result = evaluate(engine, tok, val, k=8, greedy=False, seed=0, limit=100)
+    result = evaluate(engine, tok, val, sampling=SamplingParams(n=8, seed=0), limit=100)
     assert result.num_prompts == 100 and result.k == 8
     assert 0 < result.mean_at_k < result.pass_at_k <= 1  # the base is right sometimes, and not always
     assert result.mean_at_k <= result.maj_at_k <= result.pass_at_k
@@ -48,13 +49,14 @@ def test_greedy_k1_all_metrics_agree_and_are_deterministic(setup):
     assert first.mean_at_k == first.pass_at_k == first.maj_at_k
     assert evaluate(engine, tok, val, limit=200) == first
     with pytest.raises(ValueError, match="greedy"):
-        evaluate(engine, tok, val, k=4, greedy=True)
+        evaluate(engine, tok, val, sampling=SamplingParams(n=4, greedy=True))
 
 
 def test_sampled_evaluation_is_reproducible_under_a_seed(setup):
     engine, tok, val = setup
-    assert evaluate(engine, tok, val, greedy=False, seed=3, limit=200) == evaluate(
-        engine, tok, val, greedy=False, seed=3, limit=200
+    sampling = SamplingParams(seed=3)
+    assert evaluate(engine, tok, val, sampling=sampling, limit=200) == evaluate(
+        engine, tok, val, sampling=sampling, limit=200
     )
 
 

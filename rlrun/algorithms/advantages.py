@@ -140,7 +140,7 @@ def gae(
     return masked_whiten(advantages, response_mask).to(token_level_rewards.dtype), returns
 
 
-@register_advantage("grpo", needs_groups=True)
+@register_advantage("grpo", needs_groups=True, unnormalised_agg_mode="seq-mean-token-sum-norm")
 @torch.no_grad()
 def grpo(
     token_level_rewards: torch.Tensor,

@@ -71,7 +71,10 @@ def _sampled_token_estimator(estimator: str) -> PerTokenLoss:
 
 def _register_estimators() -> None:
     for names in (("k1", "kl"), ("abs",), ("k2", "mse"), ("k3", "low_var_kl")):
-        register_distillation_loss(*names)(_sampled_token_estimator(names[0]))
+        teacher_free_gradient = names[0] == "k1"  # d/dθ (log p_θ - log p_teacher) = d/dθ log p_θ
+        register_distillation_loss(*names, needs_policy_gradient=teacher_free_gradient)(
+            _sampled_token_estimator(names[0])
+        )
 
 
 _register_estimators()

@@ -140,7 +140,7 @@ def vanilla(
     )
 
 
-@register_policy_loss("gspo")
+@register_policy_loss("gspo", loss_agg_mode="seq-mean-token-mean")
 def gspo(
     old_log_prob: torch.Tensor,
     log_prob: torch.Tensor,

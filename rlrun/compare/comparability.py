@@ -56,7 +56,7 @@ ASPECTS = (
 )
 
 
-# meta.json's `setup` (rlrun.training.rundir.run_setup), compared as `setup.<key>`
+# meta.json's `setup` (rlrun.records.rundir.run_setup), compared as `setup.<key>`
 SETUP = Aspect(
     "compute setup",
     lambda key, _: key.startswith("setup."),

@@ -24,7 +24,7 @@ from rlrun.compare.health import HealthFlag, health_flags
 from rlrun.compare.runs import RunRecord
 from rlrun.compare.stats import MetricRow, Target, TargetHit, first_reaching, metric_rows, select_metrics
 
-# Metrics that move with the seed as much as with a change of setting (see the README's sweep).
+# Metrics that move with the seed as much as with a change of setting (see docs/compare.md, "Seeds first").
 NOISY_METRICS = ("val/", "critic/score/", "critic/rewards/")
 
 

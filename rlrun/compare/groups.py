@@ -25,7 +25,7 @@ from rlrun.compare.stats import (
     finite_series,
     first_reaching,
 )
-from rlrun.training.rundir import META, looks_like_run
+from rlrun.records.rundir import META, looks_like_run
 
 SEED_PATH = ("trainer", "seed")
 SWEEP_MANIFEST = "sweep.json"  # rlrun.sweep.plan.MANIFEST (compare does not import the sweep package)

@@ -14,7 +14,7 @@ from typing import Literal
 
 from rlrun.compare.runs import RunRecord
 from rlrun.compare.stats import finite_series
-from rlrun.training.stalls import find_stalls
+from rlrun.records.stalls import find_stalls
 
 WINDOW = 5  # values averaged at each end of a trend
 MIN_TREND_POINTS = 4  # fewer values than this make no trend

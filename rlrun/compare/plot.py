@@ -10,10 +10,12 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from rlrun.compare.groups import SeedGroup
 from rlrun.compare.intervals import summarize
-from rlrun.compare.runs import RunRecord
+from rlrun.compare.runs import RunReadError, RunRecord
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
+
+    from rlrun.compare.comparison import Comparison
 
 XAxis = Literal["step", "samples", "wall_time"]
 X_KEYS: dict[str, str] = {"step": "step", "samples": "samples", "wall_time": "wall_time_s"}
@@ -24,6 +26,18 @@ X_LABELS: dict[str, str] = {
 }
 PANEL_COLUMNS = 3
 PANEL_SIZE_IN = (5.0, 3.4)
+
+
+def plot_comparison(comparison: Comparison, path: Path, x: XAxis = "step", smoothing: float = 0.0) -> None:
+    """`rlrun compare --plot`: the compared metrics' curves, one band per seed group when the runs
+    differ only in their seed, else one line per run."""
+    names = [row.metric for row in comparison.metrics]
+    if not names:
+        raise RunReadError("nothing to plot: the runs have recorded no metrics yet")
+    if comparison.by_seed:
+        plot_groups(comparison.runs, comparison.groups, names, path, x=x, smoothing=smoothing)
+    else:
+        plot_runs(comparison.runs, comparison.labels, names, path, x=x, smoothing=smoothing)
 
 
 def plot_runs(

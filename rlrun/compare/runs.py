@@ -1,7 +1,7 @@
 """Finding runs and what their status means now (W&B runs: `wandb_runs.py`).
 
-The files are read by `rlrun.training.rundir`, the owner of the run-directory format
-(docs/architecture.md): robustly, so a run in progress, crashed or resumed reads with notes
+The files are read by `rlrun.records.rundir`, the owner of the run-directory format
+(docs/training.md, "The run directory"): robustly, so a run in progress, crashed or resumed reads with notes
 rather than errors.
 """
 
@@ -17,7 +17,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from rlrun.training.rundir import AXIS_KEYS, looks_like_run, read_run_files
+from rlrun.records.rundir import AXIS_KEYS, looks_like_run, read_run_files
 
 STALE_AFTER_S = 30 * 60  # no heartbeat for this long from a run on another machine: "stale"
 

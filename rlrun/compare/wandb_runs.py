@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from rlrun.compare.runs import RunReadError, RunRecord
-from rlrun.training.rundir import fill_axis_defaults, parse_number
+from rlrun.records.rundir import fill_axis_defaults, parse_number
 
 # W&B run states -> the statuses of meta.json
 _STATUS = {

@@ -29,6 +29,17 @@ class BatchPlan:
         return self.samples // self.mini_batch_samples
 
     @property
+    def samples_left_over(self) -> int:
+        """Samples that fill no whole mini-batch (a valid recipe has none)."""
+        return self.samples % self.mini_batch_samples
+
+    @property
+    def mini_batch_samples_left_over(self) -> int:
+        """Samples of a mini-batch that fill no whole micro-batch (a valid recipe has none, unless
+        micro-batches are cut by tokens)."""
+        return self.mini_batch_samples % self.micro_batch_samples
+
+    @property
     def micro_batches_per_mini_batch(self) -> int | None:
         """None when micro-batches are cut by tokens: their number depends on the lengths."""
         if self.micro_batch_tokens is not None:

@@ -14,6 +14,7 @@ from rlrun.embedded import embedded_model_names, is_gguf_path, missing_requireme
 from rlrun.errors import ConfigIssue, show_value
 from rlrun.recipes.inherit import display_path
 from rlrun.recipes.keys import KeyPath
+from rlrun.recipes.plan import batch_plan
 from rlrun.recipes.provenance import Provenance
 from rlrun.registry import Registry
 from rlrun.schema import Recipe
@@ -28,6 +29,10 @@ ENVIRONMENT_RULES: list[Rule] = []
 def _advantages() -> Registry:
     """The advantage estimators, plugins included: their declared needs drive the rules below."""
     return registries()["advantage"]
+
+
+def _policy_losses() -> Registry:
+    return registries()["policy_loss"]
 
 
 def error_rule(rule: Rule) -> Rule:
@@ -133,13 +138,19 @@ def lora_reference_is_the_base(recipe: Recipe, provenance: Provenance) -> Iterat
 @error_rule
 def direct_distillation_not_k1(recipe: Recipe, provenance: Provenance) -> Iterator[ConfigIssue]:
     distill = recipe.distillation
-    if distill.enabled and not distill.use_policy_gradient and distill.loss in ("k1", "kl"):
+    needs = registries()["distillation_loss"].needs(distill.loss)
+    if distill.enabled and not distill.use_policy_gradient and needs.needs_policy_gradient:
         yield provenance.issue(
             provenance.user_set(("distillation", "loss"), ("distillation", "use_policy_gradient")),
             f"the `{distill.loss}` estimator (log p_student - log p_teacher) back-propagated directly has a "
             "gradient that does not depend on the teacher, so the student learns nothing from it",
             code="distillation-direct-k1",
-            expected="k2, k3, abs, mse or forward_kl_topk",
+            expected="a loss whose gradient depends on the teacher: "
+            + ", ".join(
+                name
+                for name in registries()["distillation_loss"].names()
+                if not registries()["distillation_loss"].needs(name).needs_policy_gradient
+            ),
             found=f"distillation.loss: {distill.loss} with use_policy_gradient: false",
             fix="set `distillation.loss: k3`, or `distillation.use_policy_gradient: true`",
         )
@@ -177,10 +188,10 @@ def response_length_bounds_ordered(recipe: Recipe, provenance: Provenance) -> It
 
 @error_rule
 def batches_divide(recipe: Recipe, provenance: Provenance) -> Iterator[ConfigIssue]:
-    prompts, n = recipe.trainer.prompts_per_step, recipe.rollout.n
-    mini, micro = recipe.actor.mini_batch_samples, recipe.actor.micro_batch_samples
-    samples = prompts * n
-    if samples % mini:
+    plan = batch_plan(recipe)
+    prompts, n, samples = plan.prompts, plan.samples_per_prompt, plan.samples
+    mini, micro = plan.mini_batch_samples, plan.micro_batch_samples
+    if plan.samples_left_over:
         fits = [str(d) for d in range(micro, samples + 1, micro) if samples % d == 0]
         fix = (
             f"set `actor.mini_batch_samples` to one of {', '.join(fits)}"
@@ -195,16 +206,16 @@ def batches_divide(recipe: Recipe, provenance: Provenance) -> Iterator[ConfigIss
             f"which do not split into mini-batches of {mini}",
             code="batch-divisibility",
             expected=f"actor.mini_batch_samples dividing {samples}",
-            found=f"{samples} % {mini} = {samples % mini}",
+            found=f"{samples} % {mini} = {plan.samples_left_over}",
             fix=f"{fix}, or change the prompts per step or n",
         )
-    if mini % micro and recipe.actor.micro_batch_tokens is None:
+    if plan.mini_batch_samples_left_over and plan.micro_batch_tokens is None:
         yield provenance.issue(
             provenance.user_set(("actor", "micro_batch_samples"), ("actor", "mini_batch_samples")),
             f"a mini-batch of {mini} samples does not split into micro-batches of {micro}",
             code="batch-divisibility",
             expected=f"actor.micro_batch_samples dividing {mini}",
-            found=f"{mini} % {micro} = {mini % micro}",
+            found=f"{mini} % {micro} = {plan.mini_batch_samples_left_over}",
             fix="set `actor.micro_batch_samples` to a divisor of `actor.mini_batch_samples`",
         )
 
@@ -341,16 +352,18 @@ def kl_applied_twice(recipe: Recipe, provenance: Provenance) -> Iterator[ConfigI
 
 @notice_rule
 def gspo_length_weighted(recipe: Recipe, provenance: Provenance) -> Iterator[ConfigIssue]:
-    mode = recipe.actor.loss_agg_mode
-    if recipe.actor.policy_loss == "gspo" and mode != "seq-mean-token-mean":
+    mode, loss = recipe.actor.loss_agg_mode, recipe.actor.policy_loss
+    meant = _policy_losses().needs(loss).loss_agg_mode
+    if meant is not None and mode != meant:
         yield provenance.issue(
             provenance.user_set(("actor", "loss_agg_mode"), ("actor", "policy_loss")),
-            f"GSPO clips one importance ratio per sequence, but `{mode}` aggregation counts it once per token, "
-            "so long sequences silently weigh more",
+            f"the `{loss}` policy loss is defined with `{meant}` aggregation (GSPO clips one importance ratio "
+            f"per sequence), but `{mode}` aggregation counts it once per token, so long sequences silently "
+            "weigh more",
             code="gspo-length-weighted",
-            expected="actor.loss_agg_mode: seq-mean-token-mean",
+            expected=f"actor.loss_agg_mode: {meant}",
             found=f"actor.loss_agg_mode: {mode}",
-            fix="set `actor.loss_agg_mode: seq-mean-token-mean`",
+            fix=f"set `actor.loss_agg_mode: {meant}`",
         )
 
 
@@ -370,16 +383,17 @@ def entropy_bonus_with_groups(recipe: Recipe, provenance: Provenance) -> Iterato
 
 @notice_rule
 def dr_grpo_half_applied(recipe: Recipe, provenance: Provenance) -> Iterator[ConfigIssue]:
-    if recipe.algorithm.advantage != "grpo":
+    paired = _advantages().needs(recipe.algorithm.advantage).unnormalised_agg_mode
+    if paired is None:
         return
     std_norm = recipe.algorithm.norm_adv_by_std_in_grpo
-    dr_agg = recipe.actor.loss_agg_mode == "seq-mean-token-sum-norm"
+    dr_agg = recipe.actor.loss_agg_mode == paired
     if std_norm == dr_agg:  # one of Dr.GRPO's two changes without the other
         yield provenance.issue(
             provenance.user_set(("algorithm", "norm_adv_by_std_in_grpo"), ("actor", "loss_agg_mode")),
             "Dr.GRPO is two changes made together: no std-normalisation of advantages "
             "(`algorithm.norm_adv_by_std_in_grpo: false`) and a constant-length normaliser "
-            "(`actor.loss_agg_mode: seq-mean-token-sum-norm`); this recipe has only one of them",
+            f"(`actor.loss_agg_mode: {paired}`); this recipe has only one of them",
             code="dr-grpo-half",
             found=f"norm_adv_by_std_in_grpo: {str(std_norm).lower()}, "
             f"loss_agg_mode: {recipe.actor.loss_agg_mode}",
@@ -513,7 +527,7 @@ def autocast_supported(recipe: Recipe, provenance: Provenance) -> Iterator[Confi
     float32: refused rather than run slowly."""
     if recipe.trainer.autocast is None:
         return
-    from rlrun.training.precision import bf16_supported
+    from rlrun.facts.machine import bf16_supported
 
     device = _trains_on(recipe)
     if not bf16_supported(device):
@@ -532,7 +546,7 @@ def autocast_supported(recipe: Recipe, provenance: Provenance) -> Iterator[Confi
 def compiler_installed(recipe: Recipe, provenance: Provenance) -> Iterator[ConfigIssue]:
     if not recipe.trainer.compile or _trains_on(recipe) != "cpu":
         return
-    from rlrun.training.precision import cpp_compiler
+    from rlrun.facts.machine import cpp_compiler
 
     if cpp_compiler() is None:
         yield provenance.issue(

@@ -28,8 +28,8 @@ from typing import Any
 import torch
 
 from rlrun.embedded import resolve_model_path
+from rlrun.facts.dtypes import DTYPES, dtype_argument
 from rlrun.schema.reward import RewardModel
-from rlrun.training.models import DTYPES, dtype_argument
 
 
 def reward_model_name(entry: RewardModel) -> str:

@@ -15,11 +15,14 @@ the trainer may use it as the old policy's log-prob without recomputation.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import torch
 
 from rlrun.registry import Registry
+
+if TYPE_CHECKING:
+    from rlrun.schema.rollout import Rollout
 
 FINISH_STOP = "stop"  # the model emitted an end-of-sequence token (included in the response)
 FINISH_LENGTH = "length"  # the response reached max_tokens
@@ -58,6 +61,19 @@ class SamplingParams:
             raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
         if self.top_k < 0:
             raise ValueError(f"top_k must be >= 0 (0 = off), got {self.top_k}")
+
+    @classmethod
+    def from_rollout(cls, rollout: Rollout, **changes: Any) -> SamplingParams:
+        """The recipe's `rollout` sampling settings (what training samples with), with `changes`."""
+        settings = {
+            "n": rollout.n,
+            "max_tokens": rollout.max_response_tokens,
+            "min_tokens": rollout.min_response_tokens,
+            "temperature": rollout.temperature,
+            "top_p": rollout.top_p,
+            "top_k": rollout.top_k,
+        }
+        return cls(**(settings | changes))
 
 
 @dataclass

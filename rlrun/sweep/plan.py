@@ -24,8 +24,8 @@ from rlrun.compare.diff import flatten
 from rlrun.compare.runs import load_run
 from rlrun.errors import ConfigIssue, RecipeError
 from rlrun.recipes import LoadedRecipe, batch_plan, load_recipe
+from rlrun.records.rundir import RESOLVED, holds_run, now_iso, write_json_atomic
 from rlrun.sweep.spec import RECIPE_KEY, PlannedRun, Sweep
-from rlrun.training.rundir import RESOLVED, holds_run, now_iso, write_json_atomic
 
 MANIFEST = "sweep.json"
 RunState = Literal["new", "resume", "finished", "running"]

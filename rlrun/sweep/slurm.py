@@ -24,10 +24,10 @@ from pathlib import Path
 from typing import Any
 
 from rlrun.errors import ConfigIssue, RecipeError
+from rlrun.records.rundir import holds_run, write_json_atomic
 from rlrun.sweep.local import ENTRY
 from rlrun.sweep.plan import MANIFEST, SweepPlan, plan_sweep, read_manifest
 from rlrun.sweep.spec import Sweep
-from rlrun.training.rundir import holds_run, write_json_atomic
 
 SIGNAL_DELAY_S = 120  # warning before the time limit: a step and a checkpoint must fit in it
 MAX_TIMEOUTS = 10  # requeues after reaching the time limit (preemptions do not count)

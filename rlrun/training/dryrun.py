@@ -13,6 +13,7 @@ import time
 from typing import Any
 
 import torch
+from rich.table import Table
 
 from rlrun.schema import Recipe
 from rlrun.training.loop import training_step
@@ -52,3 +53,16 @@ def dry_run(recipe: Recipe) -> dict[str, Any]:
         **peak_memory_mb(),
         "metrics": {k: v for k, v in metrics.items() if not k.startswith("timing_s/")},
     }
+
+
+def dry_run_table(report: dict[str, Any]) -> Table:
+    """The dry run's report as `rlrun train --dry-run` prints it."""
+    table = Table(title="dry run (nothing written)", title_justify="left", show_header=False, box=None)
+    table.add_row("models loaded in", f"{report['load_s']:.2f} s")
+    for phase, seconds in report["timing_s"].items():
+        table.add_row(f"  {phase}", f"{seconds:.3f} s")
+    table.add_row("rows in the step", str(report["rows"]))
+    for key in ("peak_rss_mb", "peak_gpu_mb"):
+        if key in report:
+            table.add_row(key.replace("_mb", "").replace("_", " "), f"{report[key]:.0f} MiB")
+    return table

@@ -20,8 +20,9 @@
         sync the new weights to the rollout engine
         stop (nothing of the step saved) if the weights blew up or the logits are no longer finite
 
-Everything else (where the pieces come from, run directory, checkpoints, logging) lives in the
-sibling modules; this file is the algorithm.
+Everything else (where the pieces come from, checkpoints, logging) lives elsewhere: `session`
+builds the pieces, `run.train` drives the steps and records them (rlrun.records); this file is
+the algorithm.
 """
 
 from __future__ import annotations
@@ -41,14 +42,12 @@ from rlrun.algorithms.importance_sampling import truncated_is_weights
 from rlrun.algorithms.kl import apply_kl_penalty, kl_penalty
 from rlrun.algorithms.masked import sum_pi_squared
 from rlrun.algorithms.value_loss import compute_value_loss
-from rlrun.recipes import LoadedRecipe
 from rlrun.schema import Recipe
 from rlrun.training.batching import MiniBatch, UpdateMetrics, plan_minibatches
 from rlrun.training.distributed import global_advantages
 from rlrun.training.experience import Experience
 from rlrun.training.metrics import across_processes, batch_metrics
-from rlrun.training.profiling import Timer, profiled_steps
-from rlrun.training.run import Run, RunOptions, start_run
+from rlrun.training.profiling import Timer
 from rlrun.training.sequences import (
     Sequences,
     forward_batched,
@@ -58,7 +57,6 @@ from rlrun.training.sequences import (
     response_values,
 )
 from rlrun.training.session import GEN_STREAM, LOSS_STREAM, SHUFFLE_STREAM, Session, step_seed
-from rlrun.training.sinks import Say
 
 
 class TooManySkippedUpdates(RuntimeError):
@@ -73,40 +71,7 @@ PROBE_ROWS = 4  # sequences of the step re-scored after its update to check the 
 # One step that multiplies the size of the weights by this much has blown the model up (a sound
 # update changes the L2 norm of all weights by well under 1 %).
 MAX_WEIGHT_GROWTH = 10.0
-_SAMPLING_NON_FINITE = "probability tensor contains"  # torch.multinomial's message for inf/nan probabilities
-
-
-def train(
-    loaded: LoadedRecipe, options: RunOptions, *, say: Say = print, overrides: list[str] | None = None
-) -> Run:
-    """Run (or resume) the recipe to `trainer.total_steps`; returns the finished run."""
-    run = start_run(loaded, options, say, list(overrides or []))
-    s, total = run.session, loaded.recipe.trainer.total_steps
-    with run.supervise(), profiled_steps(run.profile_dir, s.accelerator.process_index) as step_done:
-        if s.step == 0:
-            run.log(0, s.evaluate())  # the starting point every curve is compared with
-        norm = weight_norm(s.unwrapped_policy)
-        for step in range(s.step + 1, total + 1):
-            try:
-                metrics, experience = training_step(s, step)
-            except RuntimeError as exc:  # sampling from a policy that broke without being caught
-                if _SAMPLING_NON_FINITE not in str(exc):
-                    raise
-                problem = "sampling probabilities stopped being finite numbers"
-                raise NonFiniteModel(
-                    broken_model_message(problem, step, s.scheduler.get_last_lr()[0])
-                ) from exc
-            norm = check_policy_health(s, experience.seq, step, lr=metrics["actor/lr"], norm_before=norm)
-            step_done()
-            s.step = step
-            if run.eval_due(step):
-                metrics |= s.evaluate()
-            run.log(step, metrics, experience)
-            if run.checkpoint_due(step):
-                run.checkpoint()
-            if run.stop_agreed():  # Ctrl-C: the step is complete, the run stops here
-                break
-    return run
+SAMPLING_NON_FINITE = "probability tensor contains"  # torch.multinomial's message for inf/nan probabilities
 
 
 def training_step(s: Session, step: int) -> tuple[dict[str, float], Experience]:

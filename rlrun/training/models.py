@@ -16,7 +16,6 @@ from typing import Any
 
 import torch
 import transformers
-from packaging.version import Version
 from transformers import (
     AutoModel,
     AutoModelForCausalLM,
@@ -27,8 +26,7 @@ from transformers import (
 
 from rlrun.embedded import resolve_model_path
 from rlrun.errors import ConfigIssue, RecipeError
-
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+from rlrun.facts.dtypes import DTYPES, dtype_argument
 
 
 @contextmanager
@@ -50,18 +48,6 @@ def _loading(path: str) -> Iterator[None]:
             "from here",
         )
         raise RecipeError([issue]) from None
-
-
-def dtype_keyword(transformers_version: str) -> str:
-    """The `from_pretrained` keyword for the weights' dtype: `dtype` from transformers 4.56 on,
-    `torch_dtype` before (older versions pass an unknown `dtype` into the config, whose JSON
-    serialisation then fails)."""
-    return "dtype" if Version(transformers_version) >= Version("4.56") else "torch_dtype"
-
-
-def dtype_argument(dtype: torch.dtype) -> dict[str, torch.dtype]:
-    """`from_pretrained(..., **dtype_argument(torch.bfloat16))` on the installed transformers."""
-    return {dtype_keyword(transformers.__version__): dtype}
 
 
 def load_tokenizer(path: str, trust_remote_code: bool = False) -> PreTrainedTokenizerBase:

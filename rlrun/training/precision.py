@@ -14,8 +14,6 @@ its gradient flows back into the float32 weight).
 
 from __future__ import annotations
 
-import os
-import shutil
 from contextlib import nullcontext
 from typing import Any
 
@@ -57,18 +55,3 @@ class TrainerForward(torch.nn.Module):
             if name == "module":  # not set yet
                 raise
             return getattr(self.module, name)
-
-
-def bf16_supported(device_type: str) -> bool:
-    """Whether this machine computes in bfloat16 natively on `device_type` (on CPU: oneDNN's
-    check for AVX512-BF16 / AMX; elsewhere autocast would emulate it, slower than float32)."""
-    if device_type == "cuda":
-        return torch.cuda.is_available() and torch.cuda.is_bf16_supported()
-    return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
-
-
-def cpp_compiler() -> str | None:
-    """The C++ compiler torch.compile's CPU backend (inductor) would call, if it is installed."""
-    from torch._inductor import config
-
-    return shutil.which(os.environ.get("CXX") or config.cpp.cxx[-1])

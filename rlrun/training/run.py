@@ -1,4 +1,4 @@
-"""Starting, resuming and closing a run: the run directory, the sinks, the checkpoint and
+"""Starting, resuming and closing a run (`train` drives its steps): the run directory, the sinks, the checkpoint and
 evaluation schedule, and what happens on Ctrl-C, on an error and at the end.
 
 Only the main process touches the disk or W&B; every process builds the same `Session`.
@@ -27,11 +27,8 @@ from accelerate import PartialState
 from rlrun import interrupt
 from rlrun.errors import RecipeError
 from rlrun.recipes import LoadedRecipe, algorithm_summary
-from rlrun.training import checkpoint as ckpt
-from rlrun.training.allocator import keep_freed_memory
-from rlrun.training.experience import Experience
-from rlrun.training.metrics import sample_rows
-from rlrun.training.rundir import (
+from rlrun.records import checkpoint as ckpt
+from rlrun.records.rundir import (
     RESOLVED,
     RunDir,
     check_run_name,
@@ -41,9 +38,21 @@ from rlrun.training.rundir import (
     run_setup,
     wall_time_at,
 )
+from rlrun.records.sinks import ConsoleSink, JsonlSink, MetricsLogger, SamplesSink, Say, Sink, WandbSink
+from rlrun.records.stalls import STALL_STEPS, find_stalls
+from rlrun.training.allocator import keep_freed_memory
+from rlrun.training.experience import Experience
+from rlrun.training.loop import (
+    SAMPLING_NON_FINITE,
+    NonFiniteModel,
+    broken_model_message,
+    check_policy_health,
+    training_step,
+    weight_norm,
+)
+from rlrun.training.metrics import sample_rows
+from rlrun.training.profiling import profiled_steps
 from rlrun.training.session import Session, TrainState, locked_changes, on_cpu
-from rlrun.training.sinks import ConsoleSink, JsonlSink, MetricsLogger, SamplesSink, Say, Sink, WandbSink
-from rlrun.training.stalls import STALL_STEPS, find_stalls
 
 # The same signal again this soon is one request delivered twice, not the second that stops at
 # once: SLURM signals every process of a job step, and torchrun passes the signal on as well.
@@ -384,3 +393,36 @@ def start_run(
             directory.release()
             directory.discard_if_unused()
         raise
+
+
+def train(
+    loaded: LoadedRecipe, options: RunOptions, *, say: Say = print, overrides: list[str] | None = None
+) -> Run:
+    """Run (or resume) the recipe to `trainer.total_steps`; returns the finished run."""
+    run = start_run(loaded, options, say, list(overrides or []))
+    s, total = run.session, loaded.recipe.trainer.total_steps
+    with run.supervise(), profiled_steps(run.profile_dir, s.accelerator.process_index) as step_done:
+        if s.step == 0:
+            run.log(0, s.evaluate())  # the starting point every curve is compared with
+        norm = weight_norm(s.unwrapped_policy)
+        for step in range(s.step + 1, total + 1):
+            try:
+                metrics, experience = training_step(s, step)
+            except RuntimeError as exc:  # sampling from a policy that broke without being caught
+                if SAMPLING_NON_FINITE not in str(exc):
+                    raise
+                problem = "sampling probabilities stopped being finite numbers"
+                raise NonFiniteModel(
+                    broken_model_message(problem, step, s.scheduler.get_last_lr()[0])
+                ) from exc
+            norm = check_policy_health(s, experience.seq, step, lr=metrics["actor/lr"], norm_before=norm)
+            step_done()
+            s.step = step
+            if run.eval_due(step):
+                metrics |= s.evaluate()
+            run.log(step, metrics, experience)
+            if run.checkpoint_due(step):
+                run.checkpoint()
+            if run.stop_agreed():  # Ctrl-C: the step is complete, the run stops here
+                break
+    return run

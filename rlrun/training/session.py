@@ -26,10 +26,11 @@ from rlrun.algorithms.registries import ADVANTAGES, POLICY_LOSSES
 from rlrun.data import PromptDataset, PromptSampler, load_prompt_datasets
 from rlrun.errors import ConfigIssue, RecipeError
 from rlrun.evaluation import evaluate_recipe
+from rlrun.recipes.plan import batch_plan
+from rlrun.records import checkpoint as ckpt
 from rlrun.rewards import RewardCombiner
 from rlrun.rollout import ROLLOUT_ENGINES, SamplingParams
 from rlrun.schema import Recipe
-from rlrun.training import checkpoint as ckpt
 from rlrun.training.experience import ExperienceCollector
 from rlrun.training.models import ValueModel, load_causal_lm, load_tokenizer, with_lora
 from rlrun.training.optim import build_optimizer, build_scheduler
@@ -62,8 +63,6 @@ class Needs:
 
 
 def needs_of(recipe: Recipe) -> Needs:
-    rows = recipe.trainer.prompts_per_step * recipe.rollout.n
-    optimizer_steps_per_rollout = recipe.actor.ppo_epochs * -(-rows // recipe.actor.mini_batch_samples)
     advantage = ADVANTAGES.needs(recipe.algorithm.advantage)  # what the estimator declared
     return Needs(
         reference=recipe.algorithm.kl_in_reward.enabled or recipe.actor.kl_loss.enabled,
@@ -73,7 +72,7 @@ def needs_of(recipe: Recipe) -> Needs:
         # The sampler's log-probs are the old policy's when the engine computes them as the
         # trainer does (hf, float32, no autocast) and the policy has not moved since sampling.
         recompute_old_log_probs=(
-            optimizer_steps_per_rollout > 1
+            batch_plan(recipe).optimizer_steps > 1
             or recipe.rollout.engine != "hf"
             or recipe.model.dtype != "float32"
             or recipe.trainer.autocast is not None
@@ -214,14 +213,7 @@ class Session:
             answer_key=r.data.answer_key,
             chat=self.train_data.chat,
         )
-        self.sampling = SamplingParams(
-            n=r.rollout.n,
-            max_tokens=r.rollout.max_response_tokens,
-            min_tokens=r.rollout.min_response_tokens,
-            temperature=r.rollout.temperature,
-            top_p=r.rollout.top_p,
-            top_k=r.rollout.top_k,
-        )
+        self.sampling = SamplingParams.from_rollout(r.rollout)
         self.collector = ExperienceCollector(
             engine=self.engine,
             tokenizer=self.tokenizer,

@@ -7,22 +7,28 @@ base model wrapped by peft, the adapter loaded), so a checkpoint's figures equal
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
+import yaml
 from accelerate import Accelerator
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
 from transformers.utils import logging as hf_logging
 
 from rlrun.data import load_prompt_datasets
 from rlrun.errors import ConfigIssue, RecipeError
 from rlrun.evaluation import EvalResult, evaluate_recipe
+from rlrun.records import checkpoint as ckpt
+from rlrun.records.rundir import CHECKPOINTS, RESOLVED
 from rlrun.rewards import RewardCombiner
 from rlrun.rollout import ROLLOUT_ENGINES
 from rlrun.schema import Recipe
-from rlrun.training import checkpoint as ckpt
 from rlrun.training.models import load_causal_lm, load_tokenizer, with_lora
-from rlrun.training.rundir import CHECKPOINTS, RESOLVED
 from rlrun.training.session import on_cpu
 
 
@@ -104,3 +110,46 @@ def _load_policy(target: EvalTarget, recipe: Recipe) -> torch.nn.Module:
     model = with_lora(load_causal_lm(m.path, m.dtype, m.trust_remote_code, trainable=False), m.lora)
     ckpt.load_policy_weights(target.checkpoint, model)
     return model.eval()
+
+
+def eval_overrides(*, data: str | None, rewards: list[str], k: int | None, prompts: int | None) -> list[str]:
+    """`rlrun eval`'s flags as the recipe overrides they stand for (after the user's own)."""
+    changes = [f"data.val_source={json.dumps(data)}"] if data is not None else []
+    if rewards:
+        changes.append(f"reward.functions={json.dumps([reward_entry(text) for text in rewards])}")
+    if k is not None:
+        changes += [f"trainer.eval.k={k}", f"trainer.eval.greedy={str(k == 1).lower()}"]
+    return changes + ([f"trainer.eval.prompts={prompts}"] if prompts is not None else [])
+
+
+def reward_entry(text: str) -> Any:
+    """`--reward` text: a YAML mapping (`{model: ..., weight: ...}`) as is, anything else a function name."""
+    value = yaml.safe_load(text) if text.lstrip().startswith("{") else None
+    return value if isinstance(value, dict) else {"fn": text}
+
+
+def eval_report(model: str, recipe_path: Path, data_name: str, result: EvalResult) -> dict[str, Any]:
+    """What `rlrun eval --json` prints and `--out` writes."""
+    return {
+        "model": model,
+        "recipe": str(recipe_path),
+        "data": data_name,
+        "num_prompts": result.num_prompts,
+        "k": result.k,
+        "greedy": result.greedy,
+        "metrics": result.metrics(),
+    }
+
+
+def eval_table(report: dict[str, Any]) -> Group:
+    """`rlrun eval`'s printout: a line naming model, data and k, then the metrics."""
+    table = Table()
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    for name, value in report["metrics"].items():
+        table.add_row(name, f"{value:.4f}")
+    greedy = " (greedy)" if report["greedy"] else ""
+    header = (
+        f"{report['model']} on {report['data']}: {report['num_prompts']} prompts, k={report['k']}{greedy}"
+    )
+    return Group(Text(header), table)

@@ -575,11 +575,12 @@ def test_a_verl_run_and_its_reward_function_train_without_edits(tmp_path, monkey
     assert "reward/compute_score/acc/mean" in last and "reward/compute_score/pred/mean" not in last
 
 
-def test_the_readme_convert_command(tmp_path, monkeypatch):
-    """The README's `rlrun convert verl` command, exactly as written, on the example script it names."""
+def test_the_documented_convert_command(tmp_path, monkeypatch):
+    """docs/coming-from-verl-trl.md's `rlrun convert verl` command, exactly as written, on the example
+    script it names."""
     repo = Path(__file__).resolve().parents[2]
-    readme = (repo / "README.md").read_text()
-    (command,) = [line for line in readme.splitlines() if line.startswith("rlrun convert verl ")]
+    page = (repo / "docs" / "coming-from-verl-trl.md").read_text()
+    (command,) = [line for line in page.splitlines() if line.startswith("rlrun convert verl ")]
     shutil.copytree(repo / "examples", tmp_path / "examples")
     (tmp_path / "data" / "gsm8k").mkdir(parents=True)
     verl_parquet(tmp_path / "data" / "gsm8k" / "train.parquet", 1024)

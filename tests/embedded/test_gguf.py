@@ -205,8 +205,8 @@ def test_the_real_recipe_trains_2_steps_and_its_checkpoint_loads_with_plain_tran
     assert tokenizer.decode(output[0, inputs["input_ids"].shape[1] :]).strip()
 
 
-def test_the_readme_shows_the_command_and_the_recipe_s_own_template():
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    assert f"pip install -e '.[real]' && rlrun train {REAL_RECIPE}" in readme
+def test_the_training_page_shows_the_command_and_the_recipe_s_own_template():
+    page = (Path(__file__).resolve().parents[2] / "docs" / "training.md").read_text()
+    assert f"pip install -e '.[real]' && rlrun train {REAL_RECIPE}" in page
     template = load_recipe(REAL_RECIPE, environment=False).recipe.data.prompt_template
-    assert f'prompt_template: "{template}"' in readme
+    assert f'prompt_template: "{template}"' in page

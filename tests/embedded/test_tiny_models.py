@@ -15,6 +15,7 @@ from rlrun.data import build_prompt_dataset
 from rlrun.embedded import MODELS_DIR, UnknownEmbeddedModelError, embedded_model_names, resolve_model_path
 from rlrun.evaluation import evaluate
 from rlrun.rollout import ROLLOUT_ENGINES
+from rlrun.rollout.base import SamplingParams
 from rlrun.tasks.arithmetic import ArithmeticTask
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "build_tiny_models.py"
@@ -25,7 +26,10 @@ def _accuracies(path: str, prompts: int = 500) -> tuple[float, float]:
     model, tok = AutoModelForCausalLM.from_pretrained(path), AutoTokenizer.from_pretrained(path)
     val = build_prompt_dataset(ArithmeticTask().validation(prompts), tok)
     engine = ROLLOUT_ENGINES.get("hf")(model, tok)
-    return (evaluate(engine, tok, val, greedy=False, seed=0).mean_at_k, evaluate(engine, tok, val).mean_at_k)
+    return (
+        evaluate(engine, tok, val, sampling=SamplingParams(seed=0)).mean_at_k,
+        evaluate(engine, tok, val).mean_at_k,
+    )
 
 
 def test_names_resolve_to_packaged_directories():

@@ -114,7 +114,7 @@ def test_recipes_target_the_tiny_model_and_task(name):
     assert 1e-4 <= recipe.actor.optimizer.lr <= 3e-4
     assert (
         100 <= recipe.trainer.total_steps <= 300
-    )  # tuned so each run stays under 5 CPU minutes (README, Training)
+    )  # tuned so each run stays under 5 CPU minutes (benchmarks/README.md)
     assert batch_plan(recipe).samples == 128
 
 

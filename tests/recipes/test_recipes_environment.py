@@ -41,7 +41,7 @@ def test_cuda_without_a_gpu_is_an_error_unless_portable(monkeypatch):
 
 
 def test_autocast_on_a_cpu_without_bf16_arithmetic_is_an_error_unless_portable(monkeypatch):
-    monkeypatch.setattr("rlrun.training.precision.bf16_supported", lambda device: False)
+    monkeypatch.setattr("rlrun.facts.machine.bf16_supported", lambda device: False)
     overrides = ["trainer.autocast=bfloat16", "trainer.device=cpu"]
     with pytest.raises(RecipeError) as caught:
         load_recipe("grpo", overrides)
@@ -51,7 +51,7 @@ def test_autocast_on_a_cpu_without_bf16_arithmetic_is_an_error_unless_portable(m
 
 
 def test_compile_on_cpu_without_a_cpp_compiler_is_an_error(monkeypatch):
-    monkeypatch.setattr("rlrun.training.precision.cpp_compiler", lambda: None)
+    monkeypatch.setattr("rlrun.facts.machine.cpp_compiler", lambda: None)
     with pytest.raises(RecipeError) as caught:
         load_recipe("grpo", ["trainer.compile=true", "trainer.device=cpu"])
     message = _codes(caught.value)["compiler-missing"]

@@ -9,8 +9,7 @@ import statistics
 import pytest
 
 from rlrun.recipes import load_recipe
-from rlrun.training.loop import train
-from rlrun.training.run import RunOptions
+from rlrun.training.run import RunOptions, train
 
 
 @pytest.mark.parametrize("name", ["rlhf_grpo", "rlhf_ppo"])
@@ -43,7 +42,7 @@ def test_rlhf_grpo_raises_the_reward_models_score_while_true_accuracy_falls(tmp_
     )  # weight 0
     early = statistics.fmean(r["reward/tiny-reward/mean"] for r in steps[:5])
     late = statistics.fmean(r["reward/tiny-reward/mean"] for r in steps[-5:])
-    assert late - early >= 0.02, (early, late)  # measured: 0.72 -> 0.75 (README, Learned rewards)
+    assert late - early >= 0.02, (early, late)  # measured: 0.72 -> 0.75 (docs/rewards-and-evaluation.md)
     accuracy = [statistics.fmean(r["reward/acc/mean"] for r in part) for part in (steps[:5], steps[-5:])]
     assert accuracy[1] < accuracy[0] - 0.1, accuracy  # measured: 0.33 -> 0.03: the policy games the reward
     evaluations = [r for r in rows if "val/accuracy" in r]

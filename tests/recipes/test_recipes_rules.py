@@ -363,6 +363,21 @@ def test_gspo_with_token_summed_aggregation(write):
     assert "so long sequences silently weigh more" in notice.message
 
 
+def test_a_plugin_loss_declaring_its_aggregation_gets_the_same_advice(write, tmp_path, monkeypatch):
+    monkeypatch.syspath_prepend(str(tmp_path))
+    write(
+        "seq_loss_plugin_for_test.py",
+        "from rlrun.algorithms.registries import register_policy_loss\n\n"
+        "@register_policy_loss('test_plugin_seq', loss_agg_mode='seq-mean-token-mean')\n"
+        "def loss(old_log_prob, log_prob, advantages, response_mask, **_):\n    'Per sequence.'\n",
+    )
+    plugin = ["algorithm.plugins=[seq_loss_plugin_for_test]", "actor.policy_loss=test_plugin_seq"]
+    [notice] = load_recipe("grpo", [*plugin, "actor.loss_agg_mode=token-mean"]).notices
+    assert notice.code == "gspo-length-weighted"
+    assert notice.expected == "actor.loss_agg_mode: seq-mean-token-mean"
+    assert load_recipe("grpo", [*plugin, "actor.loss_agg_mode=seq-mean-token-mean"]).notices == []
+
+
 def test_entropy_bonus_with_a_group_estimator(write):
     write("r.yaml", "extends: grpo\nactor:\n  entropy_coef: 0.01\n")
     assert notice_codes("r.yaml") == ["entropy-with-groups"]

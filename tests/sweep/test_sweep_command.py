@@ -42,17 +42,16 @@ def test_the_dry_run_prints_the_plan_and_starts_nothing(write_sweep, tmp_path):
     assert not (tmp_path / "runs").exists()
 
 
-def test_the_readme_sweep_example_and_file_plan_cleanly(tmp_path, monkeypatch):
-    readme = (REPO / "README.md").read_text()
-    section = readme[readme.index("## Sweeps") : readme.index("## Compare")]
-    example = section[section.index("```yaml\n") + len("```yaml\n") :]
+def test_the_documented_sweep_example_and_file_plan_cleanly(tmp_path, monkeypatch):
+    page = (REPO / "docs" / "sweeps.md").read_text()
+    example = page[page.index("```yaml\n") + len("```yaml\n") :]
     (tmp_path / "my_sweep.yaml").write_text(example[: example.index("```")])
     monkeypatch.chdir(tmp_path)
     result = runner.invoke(app, ["sweep", "my_sweep.yaml", "--dry-run"])
     assert result.exit_code == 0, result.output
     assert "8 point(s) × 3 seed(s) = 24 runs" in " ".join(result.output.split())
 
-    monkeypatch.chdir(REPO)  # the README's own command, as written
+    monkeypatch.chdir(REPO)  # the page's own command, as written
     result = runner.invoke(app, ["sweep", "sweeps/grpo_vs_dapo.yaml", "--dry-run"])
     assert result.exit_code == 0, result.output
     assert "2 point(s) × 3 seed(s) = 6 runs" in " ".join(result.output.split())

@@ -60,8 +60,8 @@ def steps(run_dir):
 
 
 @pytest.mark.slow
-def test_the_readme_sweep_trains_every_run_compares_and_a_second_call_skips_them(tmp_path, tiny, rlrun):
-    """The README's sweep file, shrunk to seconds (tiny runs, two seeds), then the README's commands."""
+def test_the_documented_sweep_trains_every_run_compares_and_a_second_call_skips_them(tmp_path, tiny, rlrun):
+    """docs/sweeps.md's sweep file, shrunk to seconds (tiny runs, two seeds), then its commands."""
     readme_sweep = yaml.safe_load((REPO / "sweeps" / "grpo_vs_dapo.yaml").read_text())
     (tmp_path / "sweeps").mkdir()
     shrunk = {**readme_sweep, "overrides": tiny, "seeds": [0, 1]}

@@ -17,8 +17,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from rlrun.errors import RecipeError
 from rlrun.recipes import builtin_names, load_recipe
-from rlrun.training.loop import train
-from rlrun.training.run import RunOptions
+from rlrun.training.run import RunOptions, train
 
 pytestmark = pytest.mark.slow
 

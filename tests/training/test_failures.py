@@ -94,8 +94,7 @@ def test_a_step_that_blows_up_or_breaks_the_policy_is_named_with_its_learning_ra
 @pytest.mark.parametrize("lr", [3e6, 1e30])
 def test_a_learning_rate_that_blows_up_the_weights_stops_the_run_with_no_checkpoint_of_it(tmp_path, lr):
     from rlrun.recipes import load_recipe
-    from rlrun.training.loop import train
-    from rlrun.training.run import RunOptions
+    from rlrun.training.run import RunOptions, train
 
     overrides = [f"actor.optimizer.lr={lr}", "trainer.total_steps=3", "trainer.prompts_per_step=4",
                  "actor.mini_batch_samples=32", "actor.micro_batch_samples=32", "trainer.eval.every_steps=0",

@@ -1,5 +1,5 @@
 """A full learning run: the GRPO recipe as shipped must lift held-out greedy accuracy on the
-embedded default by at least 20 points (README, "Training")."""
+embedded default by at least 20 points (benchmarks/README.md, the table of built-in recipes)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,7 @@ import json
 import pytest
 
 from rlrun.recipes import load_recipe
-from rlrun.training.loop import train
-from rlrun.training.run import RunOptions
+from rlrun.training.run import RunOptions, train
 
 pytestmark = pytest.mark.slow
 

@@ -9,8 +9,7 @@ from pathlib import Path
 import pytest
 
 from rlrun.recipes import load_recipe
-from rlrun.training.loop import train
-from rlrun.training.run import RunOptions
+from rlrun.training.run import RunOptions, train
 
 pytestmark = pytest.mark.slow
 

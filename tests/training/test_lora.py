@@ -10,10 +10,9 @@ from transformers import AutoModelForCausalLM
 
 from rlrun.embedded import resolve_model_path
 from rlrun.recipes import load_recipe
-from rlrun.training.checkpoint import export_merged, latest_checkpoint
-from rlrun.training.loop import train
+from rlrun.records.checkpoint import export_merged, latest_checkpoint
 from rlrun.training.profiling import Timer
-from rlrun.training.run import RunOptions
+from rlrun.training.run import RunOptions, train
 from rlrun.training.sequences import Sequences, response_log_probs
 
 pytestmark = pytest.mark.slow

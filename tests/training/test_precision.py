@@ -12,13 +12,13 @@ from safetensors import safe_open
 from transformers import AutoModelForCausalLM
 
 from rlrun.embedded import resolve_model_path
+from rlrun.facts.machine import bf16_supported
 from rlrun.recipes import load_recipe
-from rlrun.training.checkpoint import latest_checkpoint
-from rlrun.training.loop import train
+from rlrun.records.checkpoint import latest_checkpoint
 from rlrun.training.models import load_tokenizer
-from rlrun.training.precision import TrainerForward, bf16_supported
+from rlrun.training.precision import TrainerForward
 from rlrun.training.profiling import Timer
-from rlrun.training.run import RunOptions
+from rlrun.training.run import RunOptions, train
 from rlrun.training.sequences import _checkpointing, response_log_probs
 from rlrun.training.session import Session
 

@@ -11,8 +11,7 @@ from typer.testing import CliRunner
 
 from rlrun.cli import app
 from rlrun.recipes import load_recipe
-from rlrun.training.loop import train
-from rlrun.training.run import RunOptions
+from rlrun.training.run import RunOptions, train
 
 runner = CliRunner()
 
@@ -71,7 +70,7 @@ def test_eval_of_a_model_on_a_file_of_prompts_with_k_samples_and_rewards_named_o
     data.write_text(
         "".join(json.dumps({"prompt": f"{a}+{a}=", "answer": str(2 * a)}) + "\n" for a in range(10, 16))
     )
-    # as in the README: `rlrun eval rlrun:tiny-base --data my_prompts.jsonl -k 8 --out eval.json`
+    # as in docs/rewards-and-evaluation.md: `rlrun eval rlrun:tiny-base --data my_prompts.jsonl -k 8 --out eval.json`
     report = eval_json(
         "rlrun:tiny-base", "--data", str(data), "-k", "8", "--out", str(tmp_path / "eval.json")
     )
@@ -79,7 +78,7 @@ def test_eval_of_a_model_on_a_file_of_prompts_with_k_samples_and_rewards_named_o
     assert (report["num_prompts"], report["k"], report["greedy"], report["data"]) == (6, 8, False, str(data))
     assert metrics["val/mean@8"] <= metrics["val/maj@8"] <= metrics["val/pass@8"]
     assert json.loads((tmp_path / "eval.json").read_text()) == report
-    # the README's other rewards: the rule, and the reward model beside it
+    # the page's other rewards: the rule, and the reward model beside it
     rule, learned = "rlrun:exact_match", "{model: rlrun:tiny-reward, score: probability}"
     metrics = eval_json("rlrun:tiny-teacher", "--data", str(data), "--reward", rule, "--reward", learned)[
         "metrics"

@@ -2,8 +2,8 @@
 This module is the one place that knows the directory's file names and how `metrics.jsonl` is
 read and cut back; `rlrun compare` reads runs through it.
 
-Layout (docs/architecture.md): `recipe.yaml` (as given), `resolved.yaml`, `overrides.json`,
-`meta.json`, `metrics.jsonl`, `samples.jsonl`, `checkpoints/`. A new run never writes into
+Layout (docs/training.md, "The run directory"): `recipe.yaml` (as given), `resolved.yaml`,
+`overrides.json`, `meta.json`, `metrics.jsonl`, `samples.jsonl`, `checkpoints/`. A new run never writes into
 an existing directory unless told to: `resume` continues it, `overwrite` replaces it — and only
 a directory rlrun provably made (its marker file, and nothing but the run layout in it), never
 the working directory or one above it: nothing else a user made is ever deleted.

@@ -6,7 +6,7 @@ import torch
 from transformers import AutoModelForCausalLM
 
 from rlrun.errors import RecipeError
-from rlrun.training import checkpoint as ckpt
+from rlrun.records import checkpoint as ckpt
 
 
 def _state(step):

@@ -11,7 +11,7 @@ import torch
 from accelerate.utils import DistributedType
 
 from rlrun.errors import RecipeError
-from rlrun.training.rundir import (
+from rlrun.records.rundir import (
     RunDir,
     check_run_name,
     git_state,
@@ -160,7 +160,7 @@ def test_a_live_run_locks_its_directory_against_another_run_resume_or_overwrite(
 
 
 HOLD_A_RUN_DIRECTORY = """import sys
-from rlrun.training.rundir import RunDir
+from rlrun.records.rundir import RunDir
 run = RunDir.open(sys.argv[1])
 run.write_meta({"status": "running"})
 print("locked", flush=True)

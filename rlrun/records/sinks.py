@@ -26,7 +26,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from rlrun.training.rundir import truncate_jsonl
+from rlrun.records.rundir import truncate_jsonl
 
 Say = Callable[[str], None]
 

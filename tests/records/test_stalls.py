@@ -3,9 +3,8 @@
 import pytest
 
 from rlrun.recipes import load_recipe
-from rlrun.training.loop import train
-from rlrun.training.run import RunOptions
-from rlrun.training.stalls import CUT_FRACTION, STALL_STEPS, find_stalls
+from rlrun.records.stalls import CUT_FRACTION, STALL_STEPS, find_stalls
+from rlrun.training.run import RunOptions, train
 
 
 def rows(clip_ratios, score_max=1.0):

@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import pytest
 from rich.console import Console
 
-from rlrun.training import sinks as m
+from rlrun.records import sinks as m
 
 
 def test_jsonl_appends_one_object_per_step_and_truncates_on_resume(tmp_path):

@@ -179,7 +179,7 @@ def load_policy_weights(checkpoint: Path, model: torch.nn.Module) -> None:
 
         set_peft_model_state_dict(model, load_peft_weights(str(checkpoint), device="cpu"))
     else:
-        from rlrun.training.models import dtype_argument
+        from rlrun.facts.dtypes import dtype_argument
 
         weights = type(model).from_pretrained(checkpoint, **dtype_argument(model.dtype)).state_dict()
         model.load_state_dict(weights)

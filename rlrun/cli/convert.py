@@ -1,0 +1,120 @@
+"""`rlrun convert verl|trl`: a recipe from another stack's configuration, with the report of
+what mapped, what changed unit and what was refused."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+from rich.text import Text
+
+from rlrun.cli._app import USER_ERROR, app, console, err_console, user_errors
+from rlrun.recipes import load_recipe
+
+if TYPE_CHECKING:
+    from rlrun.convert.recipe import Conversion
+
+convert_app = typer.Typer(help="Recipes from other stacks' configurations.", no_args_is_help=True)
+app.add_typer(convert_app, name="convert")
+OutputOption = Annotated[
+    Path | None,
+    typer.Option(
+        "-o",
+        "--output",
+        help="The recipe file to write (never overwritten); without it, the recipe is printed.",
+    ),
+]
+
+
+@convert_app.command("verl", context_settings={"ignore_unknown_options": True})
+def convert_verl(
+    source: Annotated[
+        list[str],
+        typer.Argument(
+            help="A verl command line (`python3 -m verl.trainer.main_ppo key=value ...`, or only the "
+            "key=value items), a shell script (.sh) that runs one, or a verl config (.yaml).",
+            show_default=False,
+        ),
+    ],
+    output: OutputOption = None,
+) -> None:
+    """Turn a verl run into an rlrun recipe, with a report of what mapped, what changed unit (verl's
+    ppo_mini_batch_size counts prompts, rlrun's actor.mini_batch_samples samples) and what has no
+    equivalent. The recipe is then checked as `rlrun validate --portable` does; exit code 2 when
+    the input cannot be read or the recipe does not validate.
+    """
+    from rlrun.convert.recipe import ConvertError
+    from rlrun.convert.verl import convert, read_source
+
+    try:
+        settings, notes, name = read_source(source)
+    except ConvertError as exc:
+        err_console.print(Text(f"error: {exc}", style="red"), soft_wrap=True)
+        raise typer.Exit(USER_ERROR) from None
+    conversion = convert(settings, name)
+    conversion.notes += notes
+    _write_conversion(conversion, output)
+
+
+@convert_app.command("trl")
+def convert_trl(
+    config: Annotated[
+        Path,
+        typer.Argument(help="A TRL GRPOConfig YAML (as `trl grpo --config` reads it).", show_default=False),
+    ],
+    num_processes: Annotated[
+        int,
+        typer.Option(
+            "--num-processes", min=1, help="The processes TRL trained on: its batch sizes are per device."
+        ),
+    ] = 1,
+    output: OutputOption = None,
+) -> None:
+    """Turn a TRL GRPOConfig into an rlrun recipe, with a report of what mapped, what changed unit
+    (TRL's per_device_train_batch_size counts samples per device, rlrun's actor.micro_batch_samples
+    samples over all processes) and what has no equivalent; then checked as `rlrun validate
+    --portable` does (exit code 2 when it does not validate).
+    """
+    from rlrun.convert.recipe import ConvertError
+    from rlrun.convert.trl import convert, read_config
+
+    try:
+        settings, notes = read_config(config)
+    except ConvertError as exc:
+        err_console.print(Text(f"error: {exc}", style="red"), soft_wrap=True)
+        raise typer.Exit(USER_ERROR) from None
+    conversion = convert(settings, str(config), num_processes)
+    conversion.notes += notes
+    _write_conversion(conversion, output)
+
+
+def _write_conversion(conversion: Conversion, output: Path | None) -> None:
+    """Print the report; write the recipe to `output` (never over a file) or print it; validate it."""
+    text = conversion.to_yaml()
+    err_console.print(Text(conversion.report()), soft_wrap=True)
+    if output is not None:
+        try:
+            output.parent.mkdir(parents=True, exist_ok=True)
+            with output.open("x", encoding="utf-8") as file:
+                file.write(text)
+        except FileExistsError:
+            err_console.print(
+                Text(
+                    f"{output} already exists; rlrun does not overwrite it. Pick another name.", style="red"
+                ),
+                soft_wrap=True,
+            )
+            raise typer.Exit(USER_ERROR) from None
+    else:
+        print(text, end="")
+    with tempfile.TemporaryDirectory() as scratch:
+        checked = output
+        if checked is None:  # printed: check a copy
+            checked = Path(scratch) / "converted.yaml"
+            checked.write_text(text, encoding="utf-8")
+        with user_errors():
+            load_recipe(checked, environment=False)
+    where = f"wrote {output}" if output else "the recipe above"
+    console.print(f"[green]✓[/] {where}: a valid recipe (`rlrun validate --portable`).", soft_wrap=True)

@@ -1,0 +1,63 @@
+"""What `rlrun validate` shows of a valid recipe: the run at a glance and its batch plan, as rich
+tables or as JSON."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.table import Table
+
+from rlrun.recipes.loader import LoadedRecipe
+from rlrun.recipes.plan import algorithm_summary, batch_plan
+
+
+def validation_json(loaded: LoadedRecipe) -> dict[str, Any]:
+    recipe = loaded.recipe
+    return {
+        "valid": True,
+        "recipe": str(loaded.source_path),
+        "algorithm": algorithm_summary(recipe),
+        "model": recipe.model.path,
+        "data": recipe.data.source,
+        "batch_plan": batch_plan(recipe).to_dict(),
+        "errors": [],
+        "notices": [issue.to_dict() for issue in loaded.notices],
+    }
+
+
+def summary_table(loaded: LoadedRecipe) -> Table:
+    recipe = loaded.recipe
+    table = Table(show_header=False, box=None, padding=(0, 2))
+    table.add_row("algorithm", algorithm_summary(recipe)["text"])
+    table.add_row(
+        "model", f"{recipe.model.path} ({recipe.model.dtype}" + (", LoRA)" if recipe.model.lora else ")")
+    )
+    table.add_row("data", str(recipe.data.source))
+    rewards = ", ".join(f"{f.shown} × {f.weight:g}" for f in recipe.reward.functions)
+    table.add_row("reward", rewards)
+    table.add_row(
+        "steps", f"{recipe.trainer.total_steps} on {recipe.trainer.device} (seed {recipe.trainer.seed})"
+    )
+    return table
+
+
+def batch_plan_table(loaded: LoadedRecipe) -> Table:
+    plan = batch_plan(loaded.recipe)
+    table = Table(title="Batch plan per step", title_justify="left", show_lines=False)
+    table.add_column("stage")
+    table.add_column("count", justify="right")
+    table.add_column("each")
+    table.add_row("prompts", str(plan.prompts), f"{plan.samples_per_prompt} samples")
+    table.add_row(
+        "samples", str(plan.samples), f"≤ {loaded.recipe.rollout.max_response_tokens} response tokens"
+    )
+    table.add_row(
+        "mini-batches", str(plan.mini_batches), f"{plan.mini_batch_samples} samples, one optimizer step"
+    )
+    if plan.micro_batch_tokens is None:
+        micro = (f"{plan.micro_batches_per_mini_batch} per mini-batch", f"{plan.micro_batch_samples} samples")
+    else:
+        micro = ("by length", f"≤ {plan.micro_batch_tokens} padded tokens")
+    table.add_row("micro-batches", micro[0], f"{micro[1]}, one forward/backward")
+    table.add_row("optimizer steps", str(plan.optimizer_steps), f"per rollout ({plan.ppo_epochs} epoch(s))")
+    return table
