@@ -26,7 +26,7 @@ from typing import Any
 from rlrun.errors import ConfigIssue, RecipeError
 from rlrun.records.rundir import holds_run, write_json_atomic
 from rlrun.sweep.local import ENTRY
-from rlrun.sweep.plan import MANIFEST, SweepPlan, plan_sweep, read_manifest
+from rlrun.sweep.plan import MANIFEST, SweepPlan, plan_sweep, read_manifest, resume_argv
 from rlrun.sweep.spec import Sweep
 
 SIGNAL_DELAY_S = 120  # warning before the time limit: a step and a checkpoint must fit in it
@@ -92,7 +92,7 @@ class TrainJob:
     def argv(self, node: int, hostnames: list[str]) -> list[str]:
         """The rlrun command line on node `node`: a run that has started resumes."""
         if holds_run(self.run_dir):
-            argv = ["resume", str(self.run_dir)]
+            argv = resume_argv(self.run_dir)
         else:
             argv = list(self.train_argv)
         nodes = len(hostnames)
