@@ -585,7 +585,6 @@ _IGNORED_GROUPS: dict[str, tuple[str, ...]] = {
         "hub_always_push",
         "hub_revision",
         "overwrite_output_dir",
-        "resume_from_checkpoint",
         "restore_callback_states_from_checkpoint",
         "ignore_data_skip",
         "load_best_model_at_end",
@@ -706,6 +705,7 @@ REFUSED: dict[str, str] = {
     "dataset_train_split": "rlrun trains on a hub dataset's `train` split: save the split you want to a file",
     "dataset_streaming": "rlrun reads the whole dataset and shuffles it; TRL streams it in order",
     "streaming": "rlrun reads the whole dataset and shuffles it; TRL streams it in order",
+    "resume_from_checkpoint": "rlrun cannot continue from a TRL checkpoint: it would start afresh",
     "tf32": "rlrun computes float32 matrix products in float32 (TF32 changes the numbers)",
 }
 

@@ -211,6 +211,10 @@ def test_trls_kl_is_k3_without_a_clamp():
         ({"max_steps": 10, "dataset_train_split": "test"}, "`dataset_train_split: 'test'` .* `train` split"),
         ({"max_steps": 10, "optim": "adafactor"}, "`optim: 'adafactor'` .* AdamW"),
         (
+            {"max_steps": 10, "resume_from_checkpoint": "out/checkpoint-50"},
+            "cannot continue from a TRL checkpoint",
+        ),
+        (
             {"max_steps": 10, "use_peft": True},
             "`lora_target_modules: None` .* PEFT's per-architecture default",
         ),
