@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from rlrun.data.dataset import PromptDataset
-from rlrun.rewards import RewardCombiner
+from rlrun.rewards import RewardCombiner, TrlContext
 from rlrun.rewards.answers import extract_answer, normalize_answer
 from rlrun.rollout.base import RolloutEngine, SamplingParams
 from rlrun.schema.reward import RewardFunction
@@ -82,6 +82,9 @@ def evaluate(
         repeat(data.prompts),
         completions,
         repeat(data.ground_truths),
+        context=TrlContext.of_rollout(
+            batch.response_ids, batch.response_mask, repeat(data.messages) if data.chat else None
+        ),
         **{name: repeat(col) for name, col in data.extra.items()},
     )
     correct = (scored.acc > 0.5).view(len(data), k)
@@ -96,7 +99,7 @@ def evaluate(
         response_length_mean=lengths.mean().item(),
         response_length_max=int(lengths.max().item()),
         reward_means={"score": scored.scores.mean().item()}
-        | {name: column.mean().item() for name, column in scored.components.items()},
+        | {name: column.nanmean().item() for name, column in scored.components.items()},
     )
 
 
@@ -104,10 +107,17 @@ def evaluate_recipe(
     engine: RolloutEngine, tokenizer: Any, dataset: PromptDataset, recipe: Recipe, reward: RewardCombiner
 ) -> EvalResult:
     """The evaluation ``recipe`` asks for: ``trainer.eval`` (prompts, k, greedy) with the
-    rollout's response length and sampling settings, seeded by ``trainer.seed``."""
+    rollout's response length, and trainer.eval's sampling settings where set (else the rollout's),
+    seeded by ``trainer.seed``."""
     e = recipe.trainer.eval
+    own = {"temperature": e.temperature, "top_p": e.top_p, "top_k": e.top_k}
     sampling = SamplingParams.from_rollout(
-        recipe.rollout, n=e.k, greedy=e.greedy, min_tokens=0, seed=recipe.trainer.seed
+        recipe.rollout,
+        n=e.k,
+        greedy=e.greedy,
+        min_tokens=0,
+        seed=recipe.trainer.seed,
+        **{name: value for name, value in own.items() if value is not None},
     )
     return evaluate(engine, tokenizer, dataset, sampling=sampling, limit=e.prompts, reward=reward)
 

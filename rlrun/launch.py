@@ -15,8 +15,9 @@ The caller (the CLI) does, before building anything heavy::
 Strategies (``trainer.strategy``):
 
 - ``ddp``: plain data parallel (``--multi_gpu``; on a machine without CUDA, gloo on CPU).
-- ``fsdp2``: FSDP version 2 (``--use_fsdp --fsdp_version 2``), transformer-block wrapping,
-  full state dicts on save so a checkpoint loads in any number of processes.
+- ``fsdp2``: FSDP version 2 (``--use_fsdp --fsdp_version 2``), transformer-block wrapping (on
+  CPU Accelerate ignores these flags and rlrun shards, `rlrun.training.sharding`); checkpoints
+  hold full state dicts, so they load in any number of processes.
 - ``deepspeed_zero2`` / ``deepspeed_zero3``: a DeepSpeed JSON config written to a temporary
   file (removed when the launch ends); ZeRO-3 gathers 16-bit weights on save.
 
@@ -202,20 +203,24 @@ def run_launcher(command: Sequence[str], env: dict[str, str]) -> int:
     return interrupt.INTERRUPTED if received else code
 
 
-def release_process_group(*, meet: bool) -> None:
+def release_process_group(engine: Any = None, *, meet: bool) -> None:
     """End the training processes' communication group before Python's teardown, where gloo's
     threads can abort a process that has done its work (SIGABRT, "terminate called without an
     active exception", and torchrun reports the launch failed). When every process ended after
     the same whole step (`meet`: finished, or stopped by an agreed signal) they first meet at a
     barrier, so none leaves while another still talks to it; a process that a second signal
     stopped at once may never come, and its leaving ends the barrier with an error that says
-    nothing more than that."""
-    if not (torch.distributed.is_available() and torch.distributed.is_initialized()):
-        return
-    if meet:
+    nothing more than that. A rollout engine with a `close` (vLLM, which joined the group and
+    destroys its own groups and the default one when it shuts down) is closed after the barrier,
+    while the groups it tears down still exist."""
+    initialized = torch.distributed.is_available() and torch.distributed.is_initialized()
+    if initialized and meet:
         with contextlib.suppress(RuntimeError):  # gloo: "Connection closed by peer"
             torch.distributed.barrier()
-    torch.distributed.destroy_process_group()
+    if (close := getattr(engine, "close", None)) is not None:
+        close()
+    if initialized and torch.distributed.is_initialized():
+        torch.distributed.destroy_process_group()
 
 
 def accelerate_command(
@@ -280,8 +285,8 @@ def _strategy_flags(strategy: str, config_dir: Path) -> list[str]:
             "TRANSFORMER_BASED_WRAP",
             "--fsdp_reshard_after_forward",
             "true",
-            "--fsdp_state_dict_type",
-            "FULL_STATE_DICT",
+            # no --fsdp_state_dict_type: rlrun gathers full state dicts itself (sharding.py), and
+            # Accelerate 1.6 refuses FULL_STATE_DICT with FSDP2
         ]
     stage = 2 if strategy == "deepspeed_zero2" else 3
     path = config_dir / f"deepspeed_zero{stage}.json"
@@ -291,11 +296,12 @@ def _strategy_flags(strategy: str, config_dir: Path) -> list[str]:
 
 
 def check_data_parallel(recipe: Recipe, num_processes: int) -> None:
-    """Refuse a recipe whose global sample counts do not split evenly over the processes: each
-    process takes an equal share of the prompts, mini-batches and micro-batches.
+    """Refuse a recipe that cannot be split over the processes: each process takes an equal share
+    of the prompts, mini-batches and micro-batches; under FSDP2 a LoRA policy is refused (its
+    adapters are not loaded into, nor saved from, sharded weights).
 
     Raises:
-        RecipeError: listing every count that does not divide.
+        RecipeError: listing every count that does not divide, and the strategy.
     """
     counts = {
         "trainer.prompts_per_step": recipe.trainer.prompts_per_step,
@@ -314,5 +320,17 @@ def check_data_parallel(recipe: Recipe, num_processes: int) -> None:
         for key, value in counts.items()
         if value % num_processes
     ]
+    if num_processes > 1 and recipe.trainer.strategy == "fsdp2" and recipe.model.lora:
+        issues.append(
+            ConfigIssue(
+                "LoRA is not supported under FSDP2: rlrun neither loads adapters into sharded weights "
+                "nor saves them from there",
+                key="trainer.strategy",
+                code="strategy-unsupported",
+                expected="ddp with model.lora",
+                found="fsdp2",
+                fix="set trainer.strategy=ddp (a LoRA policy's optimizer state is small), or remove model.lora",
+            )
+        )
     if issues:
         raise RecipeError(issues)

@@ -43,6 +43,19 @@ MAPPED = {
     "rlrun train recipe.yaml --num-processes 8": "tests/test_cli.py::test_train_relaunches_with_the_recipes_strategy",
     "rlrun train recipe.yaml --num-processes 16 --num-machines 2 --machine-rank 0 --main-process-ip 10.0.0.1 "
     "--main-process-port 29500": "tests/test_launch.py::test_ddp_command_runs_rlrun_module_with_topology",
+    **{
+        f"rlrun train recipe.yaml --run-dir /shared/runs/x --num-processes 16 --num-machines 2 --machine-rank {rank} "
+        "--main-process-ip 10.0.0.1 --main-process-port 29500": (
+            "tests/training/test_multinode.py::"
+            "test_two_machines_train_as_two_processes_of_one_machine_into_one_run_directory"
+        )
+        for rank in (0, 1)
+    },
+    "rlrun resume /shared/runs/x --num-processes 16 --num-machines 2 --machine-rank 0 --main-process-ip 10.0.0.1 "
+    "--main-process-port 29500": (
+        "tests/training/test_multinode.py::"
+        "test_a_signal_to_either_launcher_stops_both_machines_at_a_saved_step_and_the_job_resumes"
+    ),
     "rlrun train recipe.yaml --num-processes 8 --accelerate-config my_accelerate.yaml": (
         "tests/test_launch.py::test_user_accelerate_config_owns_the_strategy"
     ),

@@ -7,11 +7,11 @@ from __future__ import annotations
 from dataclasses import asdict
 from enum import Enum
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
-from rlrun.cli._app import INTERRUPTED, RUN_FAILED, app, console, err_console, fail, user_errors
+from rlrun.cli._app import INTERRUPTED, RUN_FAILED, app, console, err_console, user_errors
 
 SLURM = "SLURM (--executor slurm)"
 
@@ -51,8 +51,14 @@ def sweep_command(
     ] = None,
     partition: Annotated[str | None, typer.Option(help="SLURM partition.", rich_help_panel=SLURM)] = None,
     gpus_per_run: Annotated[
-        int, typer.Option(min=0, help="GPUs per node of each run.", rich_help_panel=SLURM)
-    ] = 1,
+        int | None,
+        typer.Option(
+            min=0,
+            help="GPUs per node of each run (default: 1, or 0 when the runs train on CPUs).",
+            rich_help_panel=SLURM,
+            show_default=False,
+        ),
+    ] = None,
     nodes_per_run: Annotated[
         int,
         typer.Option(
@@ -81,23 +87,19 @@ def sweep_command(
     from rlrun.sweep.report import plan_report
     from rlrun.sweep.spec import read_sweep
 
-    with user_errors():  # jobs on a cluster run elsewhere: this machine's GPUs and packages don't matter
-        plan = plan_sweep(read_sweep(sweep_file), environment=executor is Executor.local)
     if executor is Executor.slurm:
-        from rlrun.sweep.slurm import SlurmOptions, submit
-
-        slurm = SlurmOptions(partition, gpus_per_run, nodes_per_run, cpus_per_run, time_limit)
-        console.print(plan_report(plan, slurm.to_json(), len(plan.to_do())), soft_wrap=True)
-        if dry_run or not plan.to_do():
-            return
-        plan.write_manifest(slurm.to_json())
-        try:
-            jobs_by_run = submit(plan, slurm)
-        except ImportError as exc:
-            raise fail(str(exc)) from None
-        for name, job in jobs_by_run.items():
-            console.print(f"{name}: SLURM job {job.job_id}")
+        _on_slurm(
+            sweep_file,
+            dry_run,
+            partition=partition,
+            gpus_per_run=gpus_per_run,
+            nodes_per_run=nodes_per_run,
+            cpus_per_run=cpus_per_run,
+            time_limit_min=time_limit,
+        )
         return
+    with user_errors():
+        plan = plan_sweep(read_sweep(sweep_file))
     from rlrun.sweep.local import machine_slots, run_local
 
     cpu_only = all(run.loaded.recipe.trainer.device == "cpu" for run in plan.runs)
@@ -119,3 +121,20 @@ def sweep_command(
         raise typer.Exit(RUN_FAILED)
     if stopped:
         raise typer.Exit(INTERRUPTED)
+
+
+def _on_slurm(sweep_file: Path, dry_run: bool, **request: Any) -> None:
+    """Plan the sweep with the cluster (sinfo, squeue; `request`: plan_on_cluster's keywords),
+    print the plan, and submit a job per run to do."""
+    from rlrun.sweep.report import plan_report
+    from rlrun.sweep.slurm import plan_on_cluster, submit
+    from rlrun.sweep.spec import read_sweep
+
+    with user_errors():
+        plan, slurm = plan_on_cluster(read_sweep(sweep_file), **request)
+    console.print(plan_report(plan, slurm.to_json(), len(plan.to_do())), soft_wrap=True)
+    if dry_run or not plan.to_do():
+        return
+    plan.write_manifest(slurm.to_json())
+    for name, job in submit(plan, slurm).items():
+        console.print(f"{name}: SLURM job {job.job_id} (log: {job.paths.stdout})", soft_wrap=True)

@@ -3,6 +3,7 @@ trainer when it builds its passes."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 
@@ -22,3 +23,27 @@ def cpp_compiler() -> str | None:
     from torch._inductor import config
 
     return shutil.which(os.environ.get("CXX") or config.cpp.cxx[-1])
+
+
+def fsdp_module_class() -> type | None:
+    """torch's FSDP2 module class (public from torch 2.6), None where torch lacks it."""
+    try:
+        from torch.distributed.fsdp import FSDPModule
+    except ImportError:
+        return None
+    return FSDPModule
+
+
+def strategy_problem(strategy: str, device: str) -> str | None:
+    """Why this machine cannot run `trainer.strategy` (None: it can); `device`: `cuda` or `cpu`,
+    where the run trains. Checked before anything loads: a strategy is never swapped for
+    another (Accelerate on CPU sets up plain data parallelism whatever the launch flags say)."""
+    if strategy.startswith("deepspeed"):
+        if importlib.util.find_spec("deepspeed") is None:
+            return "DeepSpeed is not installed"
+        if device != "cuda":
+            # accelerate.state: ZeRO only `and not cpu`; DeepSpeed's own CPU accelerator is unused
+            return "Accelerate runs DeepSpeed only on GPUs, and this run trains on the CPU"
+    if strategy == "fsdp2" and fsdp_module_class() is None:
+        return f"torch {torch.__version__} has no FSDP2 (`torch.distributed.fsdp.fully_shard`, torch 2.6 on)"
+    return None

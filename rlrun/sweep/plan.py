@@ -12,7 +12,7 @@ import fcntl
 import json
 import math
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -150,11 +150,15 @@ def read_manifest(path: Path) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
-def plan_sweep(sweep: Sweep, environment: bool = True) -> SweepPlan:
+def plan_sweep(
+    sweep: Sweep, environment: bool = True, elsewhere: Callable[[Path], set[str]] | None = None
+) -> SweepPlan:
     """Validate every run's recipe and find each run's state. Raises RecipeError with every
     problem, each naming the runs it concerns and located in the sweep file where it comes
     from there. `environment=False` skips the checks of this machine (vLLM, GPU), for runs that
-    train elsewhere (a cluster)."""
+    train elsewhere (a cluster). `elsewhere(sweep_dir)` names the runs being trained elsewhere
+    now (their cluster job is queued or running): they are "running", whatever their directory
+    holds at this moment."""
     problems: dict[ConfigIssue, list[str]] = {}
     loaded_runs: list[tuple[PlannedRun, str, LoadedRecipe]] = []
     all_runs = sweep.runs()
@@ -178,8 +182,10 @@ def plan_sweep(sweep: Sweep, environment: bool = True) -> SweepPlan:
     plans = []
     if not problems:
         sweep_dir = Path(output_dirs.pop()) / sweep.name
+        busy = elsewhere(sweep_dir) if elsewhere is not None else set()
         for run, recipe, loaded in loaded_runs:
-            plan, issue = _locate(run, recipe, loaded, sweep_dir / run.point.name / f"seed-{run.seed}")
+            path = sweep_dir / run.point.name / f"seed-{run.seed}"
+            plan, issue = _locate(run, recipe, loaded, path, busy=run.name in busy)
             if issue is not None:
                 problems.setdefault(issue, []).append(run.name)
             plans.append(plan)
@@ -226,10 +232,15 @@ def _naming_runs(issue: ConfigIssue, names: list[str], all_runs: list[PlannedRun
 
 
 def _locate(
-    run: PlannedRun, recipe: str, loaded: LoadedRecipe, path: Path
+    run: PlannedRun, recipe: str, loaded: LoadedRecipe, path: Path, busy: bool
 ) -> tuple[RunPlan, ConfigIssue | None]:
-    """The run's state on disk, or why its directory cannot be used for it."""
+    """The run's state on disk, or why its directory cannot be used for it. A run being trained
+    (`busy`: its job is queued or running; or another sweep holds its lock) is "running", its
+    directory not checked: a process that is starting has made it but not yet written meta.json."""
     plan = RunPlan(run, recipe, loaded, path, "new", 0, None)
+    if busy or is_locked(plan.lock_file):
+        steps = (load_run(str(path)).last_step or 0) if holds_run(path) else 0
+        return replace(plan, state="running", steps_done=steps), None
     if not path.exists() or (path.is_dir() and not any(path.iterdir())):
         return plan, None
     if not holds_run(path):
@@ -256,8 +267,7 @@ def _locate(
     if existing.status == "finished":
         pace = existing.wall_time_s / steps if existing.wall_time_s and steps else None
         return replace(plan, state="finished", steps_done=steps, seconds_per_step=pace), None
-    state: RunState = "running" if is_locked(plan.lock_file) else "resume"
-    return replace(plan, state=state, steps_done=steps), None
+    return replace(plan, state="resume", steps_done=steps), None
 
 
 def is_locked(lock_file: Path) -> bool:

@@ -11,22 +11,31 @@ job), so only this path stops it.
 
 from __future__ import annotations
 
+import importlib.util
+import math
 import os
+import re
+import shutil
 import signal
 import subprocess
+import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from rlrun.errors import ConfigIssue, RecipeError
 from rlrun.records.rundir import holds_run, write_json_atomic
 from rlrun.sweep.local import ENTRY
-from rlrun.sweep.plan import RunPlan, SweepPlan, read_manifest, resume_argv
+from rlrun.sweep.plan import MANIFEST, SweepPlan, plan_sweep, read_manifest, resume_argv
+from rlrun.sweep.spec import Sweep
 
 SIGNAL_DELAY_S = 120  # warning before the time limit: a step and a checkpoint must fit in it
 MAX_TIMEOUTS = 10  # requeues after reaching the time limit (preemptions do not count)
-STOP_WAIT_S = SIGNAL_DELAY_S - 10  # how long checkpoint() waits for `rlrun train` to save and exit
+REQUEUE_MARGIN_S = 10  # of the warning, kept for submitit to requeue the job once `rlrun train` exits
 MAIN_PROCESS_PORT = 29500
-ACTIVE_STATES = ("PENDING", "RUNNING", "REQUEUED", "REQUEUE_HOLD", "CONFIGURING", "COMPLETING", "SUSPENDED")
+COMMANDS = ("sbatch", "squeue", "sinfo", "scontrol")  # what submitting, planning and requeueing call
+COMMAND_TIMEOUT_S = 60
+POLL_S = 0.2  # how often `checkpoint` looks whether `rlrun train` has exited
 
 
 @dataclass(frozen=True)
@@ -39,6 +48,12 @@ class SlurmOptions:
     cpus_per_run: int  # per node
     time_limit_min: int
 
+    @property
+    def signal_delay_s(self) -> int:
+        """How long before the time limit SLURM warns the job: two minutes, or half a shorter limit
+        (SLURM checks its limits about every 30 s, so the warning may come up to that much earlier)."""
+        return min(SIGNAL_DELAY_S, self.time_limit_min * 30)
+
     def to_json(self) -> dict[str, Any]:
         return {"kind": "slurm", **asdict(self)}
 
@@ -50,7 +65,7 @@ class SlurmOptions:
             "nodes": self.nodes_per_run,
             "ntasks_per_node": 1,
             "cpus_per_task": self.cpus_per_run,
-            "signal_delay_s": SIGNAL_DELAY_S,
+            "signal_delay_s": self.signal_delay_s,
             "additional_parameters": {"requeue": True},
         }
         if self.partition:
@@ -64,8 +79,11 @@ class TrainJob:
     """The job of one run: `rlrun train` (or `rlrun resume`) as a child process, with the
     multi-node flags of this node. submitit pickles it; `checkpoint` makes it requeueable."""
 
-    def __init__(self, run_dir: Path, train_argv: list[str], gpus_per_node: int, cwd: str):
+    def __init__(
+        self, run_dir: Path, train_argv: list[str], gpus_per_node: int, cwd: str, stop_wait_s: float
+    ):
         self.run_dir, self.train_argv, self.gpus_per_node, self.cwd = run_dir, train_argv, gpus_per_node, cwd
+        self.stop_wait_s = stop_wait_s  # how long `checkpoint` waits for `rlrun train` to save and exit
         self._process: subprocess.Popen | None = None
 
     def __getstate__(self) -> dict[str, Any]:
@@ -107,67 +125,232 @@ class TrainJob:
         import submitit
 
         process = self._process
-        if process is not None and process.poll() is None:
+        if process is not None and not _exited(process.pid):
             process.send_signal(signal.SIGINT)
-            try:
-                process.wait(timeout=STOP_WAIT_S)
-            except subprocess.TimeoutExpired:
+            deadline = time.monotonic() + self.stop_wait_s
+            while not _exited(process.pid) and time.monotonic() < deadline:
+                time.sleep(POLL_S)
+            if not _exited(process.pid):
                 process.kill()
         return submitit.helpers.DelayedSubmission(
-            TrainJob(self.run_dir, self.train_argv, self.gpus_per_node, self.cwd)
+            TrainJob(self.run_dir, self.train_argv, self.gpus_per_node, self.cwd, self.stop_wait_s)
         )
+
+
+def _exited(pid: int) -> bool:
+    """Whether the child `pid` has ended, leaving it to be reaped by `Popen.wait`. Not Popen's
+    poll() or wait(): submitit calls `checkpoint` from a signal handler that interrupted
+    `Popen.wait` in `__call__`, which holds the lock they need, so they would never see the end."""
+    try:
+        return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+    except ChildProcessError:  # reaped already
+        return True
 
 
 def _ignore_usr2() -> None:
     signal.signal(signal.SIGUSR2, signal.SIG_IGN)  # an ignored signal stays ignored across exec
 
 
-def make_executor(folder: Path, options: SlurmOptions, cluster: str = "slurm") -> Any:
-    """A submitit executor for the runs' jobs; `cluster="local"` runs them on this machine with
-    submitit's own LocalExecutor (one node), for trying a sweep out."""
+def plan_on_cluster(
+    sweep: Sweep,
+    *,
+    partition: str | None,
+    gpus_per_run: int | None,
+    nodes_per_run: int,
+    cpus_per_run: int,
+    time_limit_min: int,
+) -> tuple[SweepPlan, SlurmOptions]:
+    """The sweep's plan and its jobs' options, checked with the cluster before anything is
+    written or submitted: a run whose job is still queued or running is "running elsewhere", and
+    a request the partition cannot grant (more nodes than it has, more CPUs or GPUs than a node
+    has, a longer time limit) is a RecipeError naming the flag. `gpus_per_run=None`: 1 when a
+    run asks for CUDA, or for `auto` on a partition with GPUs; else 0."""
+    if importlib.util.find_spec("submitit") is None:
+        raise RecipeError(
+            [
+                _flag_issue(
+                    "--executor slurm", "the SLURM executor needs submitit", "pip install 'rlrun[slurm]'"
+                )
+            ]
+        )
+    missing = [command for command in COMMANDS if shutil.which(command) is None]
+    if missing:
+        raise RecipeError(
+            [
+                _flag_issue(
+                    "--executor slurm",
+                    f"the SLURM commands {', '.join(missing)} are not on PATH: this machine is not a "
+                    "login node of a SLURM cluster",
+                    "run the sweep on the cluster's login node, or with `--executor local`",
+                )
+            ]
+        )
+    granted = read_partition(partition)
+    plan = plan_sweep(sweep, environment=False, elsewhere=runs_in_queue)
+    if gpus_per_run is None:
+        devices = {run.loaded.recipe.trainer.device for run in plan.runs}
+        on_gpus = "cuda" in devices or ("auto" in devices and granted.has_gpus)
+        gpus_per_run = 1 if on_gpus else 0
+    options = SlurmOptions(granted.name, gpus_per_run, nodes_per_run, cpus_per_run, time_limit_min)
+    issues = granted.issues(options)
+    if issues:
+        raise RecipeError(issues)
+    return plan, options
+
+
+def submit(plan: SweepPlan, options: SlurmOptions) -> dict[str, Any]:
+    """Submit one job per run to do (a run whose job is queued or running is not one: see
+    `plan_on_cluster`); records the job ids in the manifest and returns the submitit jobs by run
+    name."""
     import submitit
 
-    if cluster == "local":
-        executor = submitit.LocalExecutor(folder, max_num_timeout=MAX_TIMEOUTS)
-        executor.update_parameters(
-            timeout_min=options.time_limit_min,
-            gpus_per_node=options.gpus_per_run,
-            tasks_per_node=1,
-            signal_delay_s=SIGNAL_DELAY_S,
-        )
-        return executor
-    return submitit.SlurmExecutor(folder, max_num_timeout=MAX_TIMEOUTS)
-
-
-def job_for(run: RunPlan, options: SlurmOptions) -> TrainJob:
-    return TrainJob(run.dir.resolve(), run.train_argv(), options.gpus_per_run, os.getcwd())
-
-
-def submit(plan: SweepPlan, options: SlurmOptions, cluster: str = "slurm") -> dict[str, Any]:
-    """Submit one job per unfinished run (not those whose job from an earlier submission is still
-    queued or running); records the job ids in the manifest and returns the submitit jobs by run
-    name."""
-    try:
-        import submitit  # noqa: F401
-    except ImportError as exc:
-        raise ImportError("the SLURM executor needs submitit: pip install 'rlrun[slurm]'") from exc
-    folder = plan.dir / "slurm"
     manifest = read_manifest(plan.manifest_file)
     jobs: dict[str, str] = dict(manifest.get("jobs", {}))
     submitted: dict[str, Any] = {}
-    executor = make_executor(folder, options, cluster)
+    executor = submitit.SlurmExecutor(plan.dir / "slurm", max_num_timeout=MAX_TIMEOUTS)
+    stop_wait_s = max(1, options.signal_delay_s - REQUEUE_MARGIN_S)
     for run in plan.to_do():
-        if cluster == "slurm" and run.name in jobs and _active(folder, jobs[run.name]):
-            continue
-        if cluster == "slurm":
-            executor.update_parameters(**options.sbatch_parameters(f"{plan.sweep.name}/{run.name}"))
-        submitted[run.name] = executor.submit(job_for(run, options))
+        executor.update_parameters(**options.sbatch_parameters(f"{plan.sweep.name}/{run.name}"))
+        job = TrainJob(run.dir.resolve(), run.train_argv(), options.gpus_per_run, os.getcwd(), stop_wait_s)
+        submitted[run.name] = executor.submit(job)
         jobs[run.name] = str(submitted[run.name].job_id)
-    write_json_atomic(plan.manifest_file, {**manifest, "jobs": jobs})
+        # After each job: an interrupted submission still knows the jobs it did submit.
+        write_json_atomic(plan.manifest_file, {**manifest, "jobs": jobs})
     return submitted
 
 
-def _active(folder: Path, job_id: str) -> bool:
-    import submitit
+def runs_in_queue(sweep_dir: Path) -> set[str]:
+    """The runs of the sweep whose job (from the manifest) SLURM still holds as pending,
+    running, requeued or completing. squeue, not sacct: a cluster may keep no accounting."""
+    jobs = read_manifest(sweep_dir / MANIFEST).get("jobs", {})
+    if not jobs:
+        return set()
+    queued = set(_slurm_command(["squeue", "--noheader", "--me", "--format=%i"]).split())
+    return {name for name, job_id in jobs.items() if str(job_id) in queued}
 
-    return submitit.SlurmJob(folder, job_id).state in ACTIVE_STATES
+
+@dataclass(frozen=True)
+class Node:
+    name: str
+    cpus: int
+    gpus: int
+
+    def describe(self) -> str:
+        return f"{self.name} ({self.cpus} CPUs, {self.gpus} GPUs)"
+
+
+@dataclass(frozen=True)
+class Partition:
+    """A partition as sinfo shows it: its nodes and its time limit (None: none)."""
+
+    name: str
+    nodes: list[Node]
+    time_limit_min: int | None
+
+    @property
+    def has_gpus(self) -> bool:
+        return any(node.gpus for node in self.nodes)
+
+    def issues(self, options: SlurmOptions) -> list[ConfigIssue]:
+        """What the partition cannot grant each run's job: SLURM would refuse such a job, or
+        keep it pending for ever."""
+        issues = []
+        wanted, cpus, gpus = options.nodes_per_run, options.cpus_per_run, options.gpus_per_run
+        enough_cpus = [node for node in self.nodes if node.cpus >= cpus]
+        if len([node for node in enough_cpus if node.gpus >= gpus]) < wanted:
+            shown = ", ".join(node.describe() for node in self.nodes[:4])
+            has = f"partition `{self.name}` has {len(self.nodes)} node(s): {shown}" + (
+                " ..." if len(self.nodes) > 4 else ""
+            )
+            if len(self.nodes) < wanted:
+                flag, fix = f"--nodes-per-run {wanted}", f"at most --nodes-per-run {len(self.nodes)} here"
+                message = f"{has}; each run asks for {wanted} nodes"
+            elif len(enough_cpus) < wanted:
+                flag, fix = f"--cpus-per-run {cpus}", "ask for fewer CPUs per node"
+                message = f"{has}; each run asks for {wanted} node(s) with {cpus} CPUs each"
+            else:
+                flag, fix = f"--gpus-per-run {gpus}", "ask for fewer GPUs per node (0 trains on CPUs)"
+                message = f"{has}; each run asks for {wanted} node(s) with {gpus} GPUs each"
+            issues.append(_flag_issue(flag, message, fix + ", or another --partition"))
+        if self.time_limit_min is not None and options.time_limit_min > self.time_limit_min:
+            issues.append(
+                _flag_issue(
+                    f"--time {options.time_limit_min}",
+                    f"partition `{self.name}` lets a job run at most {self.time_limit_min} minutes; "
+                    "SLURM would keep the jobs pending for ever",
+                    f"--time {self.time_limit_min} or less (a run that needs longer is requeued and resumes)",
+                )
+            )
+        return issues
+
+
+def read_partition(name: str | None) -> Partition:
+    """The partition `name` (None: the cluster's default), or a RecipeError naming --partition."""
+    out = _slurm_command(["sinfo", "--noheader", "--Node", "--format=%N|%P|%c|%G|%l"])
+    rows = [line.split("|") for line in out.splitlines() if line.strip()]
+    names = sorted({row[1].rstrip("*") for row in rows})
+    if name is None:
+        default = sorted({row[1].rstrip("*") for row in rows if row[1].endswith("*")})
+        if not default:
+            raise RecipeError(
+                [
+                    _flag_issue(
+                        "--partition",
+                        "the cluster has no default partition",
+                        f"name one with --partition ({', '.join(names)})",
+                    )
+                ]
+            )
+        name = default[0]
+    ours = [row for row in rows if row[1].rstrip("*") == name]
+    if not ours:
+        raise RecipeError(
+            [
+                _flag_issue(
+                    f"--partition {name}",
+                    f"the cluster has no partition `{name}`",
+                    f"one of {', '.join(names)}",
+                )
+            ]
+        )
+    nodes = sorted({Node(row[0], int(row[2]), _gpus(row[3])) for row in ours}, key=lambda node: node.name)
+    return Partition(name, nodes, _minutes(ours[0][4]))  # the partition's limit, on each of its rows
+
+
+def _flag_issue(override: str, message: str, fix: str) -> ConfigIssue:
+    return ConfigIssue(message, key=override.split()[0], code="slurm-cluster", override=override, fix=fix)
+
+
+def _gpus(gres: str) -> int:
+    """GPUs in sinfo's GRES column: `gpu:8`, `gpu:a100:4(S:0-1),gpu:v100:2`, `(null)`."""
+    return sum(int(count) for count in re.findall(r"gpu(?::[^:,(]+)?:(\d+)", gres))
+
+
+def _minutes(limit: str) -> int | None:
+    """A time limit as sinfo prints it (`infinite`, `30:00`, `4:00:00`, `2-00:00:00`) in whole
+    minutes; None when there is none."""
+    if not re.fullmatch(r"(\d+-)?\d+(:\d+){0,2}", limit):
+        return None
+    days, _, clock = limit.rpartition("-")
+    parts = [int(part) for part in clock.split(":")]
+    hours, minutes, seconds = ([0] * (3 - len(parts)) + parts) if len(parts) > 1 else (0, parts[0], 0)
+    return int(days or 0) * 1440 + hours * 60 + minutes + math.ceil(seconds / 60)
+
+
+def _slurm_command(argv: list[str]) -> str:
+    """A SLURM command's output; a failure (the controller does not answer) is a RecipeError."""
+    try:
+        result = subprocess.run(argv, capture_output=True, text=True, timeout=COMMAND_TIMEOUT_S, check=False)
+    except subprocess.TimeoutExpired:
+        result = subprocess.CompletedProcess(argv, 1, "", f"no answer in {COMMAND_TIMEOUT_S} s")
+    if result.returncode != 0:
+        raise RecipeError(
+            [
+                _flag_issue(
+                    "--executor slurm",
+                    f"`{' '.join(argv)}` failed: {result.stderr.strip() or f'exit code {result.returncode}'}",
+                    "check that the cluster's controller answers (`sinfo`), then run the sweep again",
+                )
+            ]
+        )
+    return result.stdout

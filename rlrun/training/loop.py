@@ -57,6 +57,7 @@ from rlrun.training.sequences import (
     response_values,
 )
 from rlrun.training.session import GEN_STREAM, LOSS_STREAM, SHUFFLE_STREAM, Session, step_seed
+from rlrun.training.sharding import gathered
 
 
 class TooManySkippedUpdates(RuntimeError):
@@ -80,15 +81,17 @@ def training_step(s: Session, step: int) -> tuple[dict[str, float], Experience]:
     r, needs = s.recipe, s.needs
     timer = Timer()
     with timer("step"):
-        exp, gen_batches = s.collector.collect(
-            r.trainer.prompts_per_step // s.accelerator.num_processes,
-            step_seed(r.trainer.seed, step, GEN_STREAM),
-            timer=timer,
-        )
+        with gathered(s.policy):  # processes sample until EOS: different numbers of passes
+            exp, gen_batches = s.collector.collect(
+                r.trainer.prompts_per_step // s.accelerator.num_processes,
+                step_seed(r.trainer.seed, step, GEN_STREAM),
+                timer=timer,
+            )
         seq, mask = exp.seq, exp.seq.response_mask
         baselines = None
         if needs.greedy_baseline:  # ReMax: the reward of one greedy response per prompt
-            greedy = s.collector.generate(exp.prompts, replace(s.sampling, n=1, greedy=True), timer=timer)
+            with gathered(s.policy):
+                greedy = s.collector.generate(exp.prompts, replace(s.sampling, n=1, greedy=True), timer=timer)
             baselines = greedy.scores.repeat_interleave(exp.n)
 
         forward = partial(
@@ -112,7 +115,7 @@ def training_step(s: Session, step: int) -> tuple[dict[str, float], Experience]:
                     lambda q: response_log_probs(reference, q, temperature, padding_free=padding_free)[0]
                 )
         if needs.recompute_old_log_probs:
-            with timer("old_log_prob"):
+            with timer("old_log_prob"), gathered(s.policy):
                 old_log_probs = as_in_update(
                     lambda q: response_log_probs(s.policy_forward, q, temperature, padding_free=padding_free)[
                         0
@@ -120,7 +123,7 @@ def training_step(s: Session, step: int) -> tuple[dict[str, float], Experience]:
                 )
         token_inputs = {}  # what the estimator declared it needs beyond the usual inputs
         if needs.sum_pi_squared:
-            with timer("sum_pi_squared"):
+            with timer("sum_pi_squared"), gathered(s.policy):
                 policy_logits = partial(
                     response_log_probs,
                     s.policy_forward,
@@ -130,10 +133,10 @@ def training_step(s: Session, step: int) -> tuple[dict[str, float], Experience]:
                 )
                 token_inputs["sum_pi_squared"] = forward(lambda q: sum_pi_squared(policy_logits(q)[2]))
         if needs.teacher:
-            with timer("teacher"):
+            with timer("teacher"), gathered(s.teacher):
                 teacher = teacher_scores(s, seq)
         if needs.critic:
-            with timer("values"):
+            with timer("values"), gathered(s.critic):
                 values = forward(lambda q: response_values(s.critic_forward, q, padding_free=padding_free))
 
         with timer("adv"):
@@ -158,6 +161,7 @@ def training_step(s: Session, step: int) -> tuple[dict[str, float], Experience]:
                     mask,
                     r.rollout.importance_sampling.level,
                     r.rollout.importance_sampling.cap,
+                    r.rollout.importance_sampling.mode,
                 )
                 metrics |= is_metrics
             if s.advantage_needs.needs_old_log_probs:
@@ -197,7 +201,8 @@ def training_step(s: Session, step: int) -> tuple[dict[str, float], Experience]:
                 )
         lr = s.scheduler.get_last_lr()[0]  # the rate this step's updates used
         s.scheduler.step()
-        s.engine.sync_weights(s.unwrapped_policy)
+        with timer("sync"):
+            s.engine.sync_weights(s.unwrapped_policy)
 
     metrics |= batch_metrics(exp, token_level_scores, token_level_rewards, advantages, returns, values)
     metrics |= {
@@ -233,15 +238,15 @@ def check_policy_health(s: Session, seq: Sequences, step: int, *, lr: float, nor
     non-finite logits on a few of the step's sequences (a learning rate that blows the weights up
     leaves the gradients finite until sampling fails). Returns the weight norm for the next check."""
     policy = s.unwrapped_policy
-    norm = weight_norm(policy)
-    problem = None
-    if not math.isfinite(norm):
-        problem = "weights stopped being finite numbers"
-    elif norm > MAX_WEIGHT_GROWTH * norm_before:
-        problem = f"weights grew {norm / norm_before:.3g}-fold (L2 norm {norm_before:.4g} -> {norm:.4g})"
-    else:
-        rows = torch.arange(min(PROBE_ROWS, seq.input_ids.shape[0]), device=seq.input_ids.device)
-        with torch.no_grad():
+    with gathered(policy):
+        norm = weight_norm(policy)
+        problem = None
+        if not math.isfinite(norm):
+            problem = "weights stopped being finite numbers"
+        elif norm > MAX_WEIGHT_GROWTH * norm_before:
+            problem = f"weights grew {norm / norm_before:.3g}-fold (L2 norm {norm_before:.4g} -> {norm:.4g})"
+        else:
+            rows = torch.arange(min(PROBE_ROWS, seq.input_ids.shape[0]), device=seq.input_ids.device)
             logits = response_logits(policy, seq.rows(rows), padding_free=s.recipe.actor.padding_free)
             if not torch.isfinite(logits).all():
                 problem = "logits stopped being finite numbers"

@@ -59,6 +59,7 @@ from rlrun.training.loop import (
 from rlrun.training.metrics import sample_rows
 from rlrun.training.profiling import profiled_steps
 from rlrun.training.session import Session, TrainState, locked_changes, on_cpu
+from rlrun.training.sharding import gathered
 
 # The same signal again this soon is one request delivered twice, not the second that stops at
 # once: SLURM signals every process of a job step, and torchrun passes the signal on as well.
@@ -212,7 +213,14 @@ class Run:
         self.stalls_reported: set[str] = set()
 
     def _setup(self) -> dict[str, Any]:
-        return run_setup(self.session.accelerator, self.recipe.model.dtype, self.recipe.trainer.autocast)
+        engine = getattr(self.session.engine, "description", self.recipe.rollout.engine)
+        return run_setup(
+            self.session.accelerator,
+            self.recipe.model.dtype,
+            self.recipe.trainer.autocast,
+            strategy=self.session.strategy,
+            engine=engine,
+        )
 
     def _new_meta(self, loaded: LoadedRecipe, overrides: list[str]) -> dict[str, Any]:
         sha, dirty = git_state()
@@ -486,8 +494,10 @@ def train(
     with run.supervise(), profiled_steps(run.profile_dir, s.accelerator.process_index) as step_done:
         if s.step == 0:
             run.log(0, s.evaluate())  # the starting point every curve is compared with
-        norm = weight_norm(s.unwrapped_policy)
+        with gathered(s.policy):
+            norm = weight_norm(s.unwrapped_policy)
         for step in range(s.step + 1, total + 1):
+            s.reward_fn.trainer_state.global_step, s.reward_fn.trainer_state.max_steps = step, total
             try:
                 metrics, experience = training_step(s, step)
             except RuntimeError as exc:  # sampling from a policy that broke without being caught

@@ -35,6 +35,16 @@ from rlrun.training.experience import ExperienceCollector
 from rlrun.training.models import ValueModel, load_causal_lm, load_tokenizer, with_lora
 from rlrun.training.optim import build_optimizer, build_scheduler
 from rlrun.training.precision import TrainerForward
+from rlrun.training.sharding import (
+    full_optimizer_state,
+    full_weights,
+    gathered,
+    load_full_optimizer_state,
+    load_full_weights,
+    shard,
+    shards_itself,
+    strategy_in_effect,
+)
 
 # Resuming with a different value under any of these keys would continue a different run.
 RESUME_LOCKED_KEYS = ("model", "data")
@@ -131,6 +141,7 @@ class Session:
         self.accelerator = accelerator or Accelerator(cpu=on_cpu(r), step_scheduler_with_optimizer=False)
         set_seed(r.trainer.seed)
         self.device = self.accelerator.device
+        self.strategy = strategy_in_effect(self.accelerator, r.trainer.strategy)  # the one that runs
         self.needs = needs_of(r)
         self.step = 0  # last completed training step
         self.skipped_updates = 0
@@ -161,8 +172,7 @@ class Session:
             policy.gradient_checkpointing_enable()
             if r.model.lora:  # frozen embeddings: checkpointed blocks need inputs that carry grad
                 policy.enable_input_require_grads()
-        optimizer = build_optimizer(policy.parameters(), r.actor.optimizer)
-        self.policy, self.optimizer = self.accelerator.prepare(policy, optimizer)
+        self.policy, self.optimizer = self._prepare_trained(policy, r.actor.optimizer)
         self.policy_forward = self._forward(self.policy, compile=r.trainer.compile)
         self.scheduler = build_scheduler(self.optimizer, r.actor.lr_scheduler, r.trainer.total_steps)
 
@@ -178,10 +188,18 @@ class Session:
             critic = ValueModel.from_pretrained(
                 r.critic.model_path or r.model.path, r.model.dtype, r.model.trust_remote_code
             ).to(self.device)
-            self.critic, self.critic_optimizer = self.accelerator.prepare(
-                critic, build_optimizer(critic.parameters(), r.critic.optimizer)
-            )
+            self.critic, self.critic_optimizer = self._prepare_trained(critic, r.critic.optimizer)
             self.critic_forward = self._forward(self.critic, compile=r.trainer.compile)
+
+    def _prepare_trained(
+        self, model: torch.nn.Module, optimizer_config: Any
+    ) -> tuple[torch.nn.Module, torch.optim.Optimizer]:
+        """A trained model and its optimizer, distributed as `trainer.strategy` says: by
+        Accelerate, or sharded by rlrun where Accelerate does not run FSDP2 (CPU)."""
+        if shards_itself(self.accelerator, self.recipe.trainer.strategy):
+            model = shard(model, self.accelerator)  # before the optimizer: it holds the shards
+            return model, self.accelerator.prepare(build_optimizer(model.parameters(), optimizer_config))
+        return self.accelerator.prepare(model, build_optimizer(model.parameters(), optimizer_config))
 
     def _setup_components(self) -> None:
         """The algorithm's registered components (with what they declared they need) and the
@@ -206,7 +224,15 @@ class Session:
             self.unwrapped_policy,
             self.tokenizer,
             max_batch_samples=r.rollout.max_batch_samples,
-            **({"vllm": r.rollout.vllm} if r.rollout.engine == "vllm" else {}),
+            # the longest prompt the data keeps plus the longest response: what vLLM's KV cache holds
+            **(
+                {
+                    "vllm": r.rollout.vllm,
+                    "max_model_len": r.data.max_prompt_tokens + r.rollout.max_response_tokens,
+                }
+                if r.rollout.engine == "vllm"
+                else {}
+            ),
         )
         self.reward_fn = RewardCombiner(
             r.reward.functions,
@@ -238,8 +264,10 @@ class Session:
     def _frozen(self, path: str) -> torch.nn.Module:
         model = load_causal_lm(
             path, self.recipe.model.dtype, self.recipe.model.trust_remote_code, trainable=False
-        )
-        return self._forward(model.to(self.device), compile=False)  # scored without grad, once a step
+        ).to(self.device)
+        if self.strategy == "fsdp2":  # Accelerate shards only the models it prepares
+            model = shard(model, self.accelerator)
+        return self._forward(model, compile=False)  # scored without grad, once a step
 
     def _forward(self, model: torch.nn.Module, *, compile: bool) -> TrainerForward:
         """`model` as the trainer's passes call it (`trainer.autocast`, `trainer.compile`)."""
@@ -256,7 +284,8 @@ class Session:
         """The reference policy for the KL terms: the frozen copy, or the policy with its LoRA
         adapters disabled for the duration of the block."""
         if self.reference is not None:
-            yield self.reference
+            with gathered(self.reference):
+                yield self.reference
             return
         with self.unwrapped_policy.disable_adapter():
             yield self._forward(self.unwrapped_policy, compile=False)
@@ -265,19 +294,24 @@ class Session:
         """Held-out accuracy (`val/accuracy` = mean@k) on the validation split."""
         if self.val_data is None:
             return {}
-        result = evaluate_recipe(self.engine, self.tokenizer, self.val_data, self.recipe, self.reward_fn)
+        with gathered(self.policy):
+            result = evaluate_recipe(self.engine, self.tokenizer, self.val_data, self.recipe, self.reward_fn)
         return result.metrics()
 
     # --- checkpointed state ---------------------------------------------------------------
 
     def train_state(self, wandb_run_id: str | None) -> TrainState:
+        """Under FSDP2 every process must call this (the optimizer states are gathered); the
+        main process gets the whole state."""
         return TrainState(
             step=self.step,
             skipped_updates=self.skipped_updates,
             samples_seen=self.samples_seen,
-            optimizer=self.optimizer.state_dict(),
+            optimizer=full_optimizer_state(self.policy, self.optimizer),
             scheduler=self.scheduler.state_dict(),
-            critic_optimizer=self.critic_optimizer.state_dict() if self.critic_optimizer else None,
+            critic_optimizer=(
+                full_optimizer_state(self.critic, self.critic_optimizer) if self.critic_optimizer else None
+            ),
             rng=ckpt.capture_rng_state(),
             data=self.sampler.state_dict(),
             kl_controller=self.kl_ctrl.state_dict(),
@@ -286,8 +320,12 @@ class Session:
         )
 
     def save_checkpoint(self, root: Path, wandb_run_id: str | None) -> Path | None:
-        """Write the checkpoint of the current step (main process only; all processes wait)."""
+        """Write the checkpoint of the current step (main process only; all processes wait, and
+        under FSDP2 gather the whole weights and optimizer states for it)."""
         self.accelerator.wait_for_everyone()
+        state = self.train_state(wandb_run_id).to_dict()
+        weights = full_weights(self.policy)
+        critic_weights = full_weights(self.critic) if self.critic is not None else None
         path = None
         if self.accelerator.is_main_process:
             critic = self.accelerator.unwrap_model(self.critic) if self.critic is not None else None
@@ -296,8 +334,10 @@ class Session:
                 self.step,
                 model=self.unwrapped_policy,
                 tokenizer=self.tokenizer,
-                state=self.train_state(wandb_run_id).to_dict(),
+                state=state,
                 critic=critic,
+                weights=weights,
+                critic_weights=critic_weights,
                 keep_last=self.recipe.trainer.checkpoint.keep_last,
             )
         self.accelerator.wait_for_everyone()
@@ -322,11 +362,12 @@ class Session:
                     )
                 ]
             )
-        ckpt.load_policy_weights(path, self.unwrapped_policy)
+        load = load_full_weights if self.strategy == "fsdp2" else None
+        ckpt.load_policy_weights(path, self.unwrapped_policy, load=load)
         if self.critic is not None:
-            ckpt.load_critic_weights(path, self.accelerator.unwrap_model(self.critic))
-            self.critic_optimizer.load_state_dict(state.critic_optimizer)
-        self.optimizer.load_state_dict(state.optimizer)
+            ckpt.load_critic_weights(path, self.accelerator.unwrap_model(self.critic), load=load)
+            load_full_optimizer_state(self.critic, self.critic_optimizer, state.critic_optimizer)
+        load_full_optimizer_state(self.policy, self.optimizer, state.optimizer)
         self.scheduler.load_state_dict(state.scheduler)
         self.sampler.load_state_dict(state.data)
         self.kl_ctrl.load_state_dict(state.kl_controller)

