@@ -104,10 +104,17 @@ def evaluate_recipe(
     engine: RolloutEngine, tokenizer: Any, dataset: PromptDataset, recipe: Recipe, reward: RewardCombiner
 ) -> EvalResult:
     """The evaluation ``recipe`` asks for: ``trainer.eval`` (prompts, k, greedy) with the
-    rollout's response length and sampling settings, seeded by ``trainer.seed``."""
+    rollout's response length, and trainer.eval's sampling settings where set (else the rollout's),
+    seeded by ``trainer.seed``."""
     e = recipe.trainer.eval
+    own = {"temperature": e.temperature, "top_p": e.top_p, "top_k": e.top_k}
     sampling = SamplingParams.from_rollout(
-        recipe.rollout, n=e.k, greedy=e.greedy, min_tokens=0, seed=recipe.trainer.seed
+        recipe.rollout,
+        n=e.k,
+        greedy=e.greedy,
+        min_tokens=0,
+        seed=recipe.trainer.seed,
+        **{name: value for name, value in own.items() if value is not None},
     )
     return evaluate(engine, tokenizer, dataset, sampling=sampling, limit=e.prompts, reward=reward)
 

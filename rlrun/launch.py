@@ -203,14 +203,20 @@ def run_launcher(command: Sequence[str], env: dict[str, str]) -> int:
     return interrupt.INTERRUPTED if received else code
 
 
-def release_process_group() -> None:
-    """End the training processes' communication group once all of them finished the run: left
-    to Python's teardown, gloo's threads can abort a process that has done its work (SIGABRT,
-    and torchrun reports the launch failed). Not after a stop, where a process stopped at once
-    may never reach the barrier."""
-    if torch.distributed.is_available() and torch.distributed.is_initialized():
-        torch.distributed.barrier()  # none leaves while another still talks to it
-        torch.distributed.destroy_process_group()
+def release_process_group(*, meet: bool) -> None:
+    """End the training processes' communication group before Python's teardown, where gloo's
+    threads can abort a process that has done its work (SIGABRT, "terminate called without an
+    active exception", and torchrun reports the launch failed). When every process ended after
+    the same whole step (`meet`: finished, or stopped by an agreed signal) they first meet at a
+    barrier, so none leaves while another still talks to it; a process that a second signal
+    stopped at once may never come, and its leaving ends the barrier with an error that says
+    nothing more than that."""
+    if not (torch.distributed.is_available() and torch.distributed.is_initialized()):
+        return
+    if meet:
+        with contextlib.suppress(RuntimeError):  # gloo: "Connection closed by peer"
+            torch.distributed.barrier()
+    torch.distributed.destroy_process_group()
 
 
 def accelerate_command(

@@ -77,3 +77,22 @@ def test_a_custom_reward_decides_correctness(setup):
         "exact_match": plain.mean_at_k,
         "math_answer": plain.mean_at_k,
     }
+
+
+def test_a_sampled_evaluation_takes_its_own_sampling_settings(monkeypatch):
+    """trainer.eval.temperature/top_p/top_k (verl's val_kwargs); unset, the rollout's."""
+    from rlrun import evaluation
+    from rlrun.schema import Recipe
+
+    seen = {}
+    monkeypatch.setattr(evaluation, "evaluate", lambda *a, **kw: seen.update(kw))
+    own = {"greedy": False, "temperature": 0.6, "top_p": 0.7, "top_k": 20, "prompts": None}
+    recipe = Recipe.model_validate({"rollout": {"temperature": 1.0, "top_p": 1.0}, "trainer": {"eval": own}})
+    evaluation.evaluate_recipe(None, None, None, recipe, None)
+    sampling = seen["sampling"]
+    assert (sampling.temperature, sampling.top_p, sampling.top_k, seen["limit"]) == (0.6, 0.7, 20, None)
+    evaluation.evaluate_recipe(
+        None, None, None, Recipe.model_validate({"rollout": {"temperature": 0.9}}), None
+    )
+    sampling = seen["sampling"]
+    assert (sampling.temperature, sampling.top_p, sampling.top_k, seen["limit"]) == (0.9, 1.0, 0, 500)

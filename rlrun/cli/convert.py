@@ -49,12 +49,10 @@ def convert_verl(
     from rlrun.convert.verl import convert, read_source
 
     try:
-        settings, notes, name = read_source(source)
+        conversion = convert(read_source(source))
     except ConvertError as exc:
         err_console.print(Text(f"error: {exc}", style="red"), soft_wrap=True)
         raise typer.Exit(USER_ERROR) from None
-    conversion = convert(settings, name)
-    conversion.notes += notes
     _write_conversion(conversion, output)
 
 

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from rlrun.cli._app import OverridesArg, app, console, fail, user_errors
+from rlrun.cli._app import OverridesArg, app, console, err_console, fail, user_errors
 from rlrun.recipes import load_recipe
 
 ModelArg = Annotated[
@@ -103,7 +103,8 @@ def eval_command(
         evaluate_target,
     )
 
-    target = eval_target(model)
+    with user_errors(as_json):
+        target = eval_target(model, warn=lambda text: err_console.print(f"[yellow]{text}[/]"))
     if out is not None and out.exists():
         raise fail(f"{out} exists; choose another --out or remove it first")
     changes = [*(overrides or []), *eval_overrides(data=data, rewards=reward or [], k=k, prompts=prompts)]
@@ -114,7 +115,7 @@ def eval_command(
             result, data_name = evaluate_target(target, loaded.recipe)
     except (OSError, UnknownEmbeddedModelError) as exc:  # no such model: the user's path, not a bug
         raise fail(f"cannot load {model!r}: {exc}") from None
-    report = eval_report(model, loaded.source_path, data_name, result)
+    report = eval_report(target.model, loaded.source_path, data_name, result)  # RUN_DIR: its checkpoint
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(report, indent=2) + "\n")

@@ -64,6 +64,14 @@ AccelerateConfigOpt = Annotated[
         rich_help_panel=SCALE_OUT,
     ),
 ]
+RestartOpt = Annotated[
+    bool,
+    typer.Option(
+        "--restart",
+        help="With no intact checkpoint to resume from: train the run again from step 0, "
+        "replacing its metrics.jsonl and samples.jsonl (without it, such a resume is refused).",
+    ),
+]
 ProfileOpt = Annotated[
     bool,
     typer.Option(
@@ -108,6 +116,7 @@ def train(
         ),
     ] = False,
     profile: ProfileOpt = False,
+    restart: RestartOpt = False,
     num_processes: NumProcessesOpt = 1,
     num_machines: NumMachinesOpt = 1,
     machine_rank: MachineRankOpt = 0,
@@ -121,7 +130,7 @@ def train(
 
     topology = Topology(num_processes, num_machines, machine_rank, main_process_ip, main_process_port)
     if resume and run_dir is None and Path(recipe).is_dir():  # `rlrun train --resume runs/x`
-        return _resume(Path(recipe), overrides or [], topology, accelerate_config, profile)
+        return _resume(Path(recipe), overrides or [], topology, accelerate_config, profile, restart)
     with user_errors():
         loaded = load_recipe(recipe, overrides or [])
     print_issues(loaded.notices, "notice", "yellow")
@@ -130,7 +139,9 @@ def train(
     _relaunch_if_multi_process(loaded, topology, accelerate_config)
     from rlrun.training.run import RunOptions
 
-    options = RunOptions(run_dir=run_dir, name=name, resume=resume, overwrite=overwrite, profile=profile)
+    options = RunOptions(
+        run_dir=run_dir, name=name, resume=resume, overwrite=overwrite, profile=profile, restart=restart
+    )
     _train(loaded, options, overrides or [])
 
 
@@ -145,6 +156,7 @@ def resume_run(
     main_process_port: MainProcessPortOpt = None,
     accelerate_config: AccelerateConfigOpt = None,
     profile: ProfileOpt = False,
+    restart: RestartOpt = False,
 ) -> None:
     """Continue a run from its latest checkpoint, with the recipe it was started with (overrides
     may change anything but the model, tokenizer and data, e.g. `trainer.total_steps=500`), in
@@ -152,19 +164,28 @@ def resume_run(
     from rlrun.launch import Topology
 
     topology = Topology(num_processes, num_machines, machine_rank, main_process_ip, main_process_port)
-    _resume(run_dir, overrides or [], topology, accelerate_config, profile)
+    _resume(run_dir, overrides or [], topology, accelerate_config, profile, restart)
 
 
 def _resume(
-    run_dir: Path, overrides: list[str], topology: Topology, accelerate_config: Path | None, profile: bool
+    run_dir: Path,
+    overrides: list[str],
+    topology: Topology,
+    accelerate_config: Path | None,
+    profile: bool,
+    restart: bool,
 ) -> None:
     from rlrun.records.rundir import RESOLVED
-    from rlrun.training.run import RunOptions
+    from rlrun.training.run import RunOptions, finished_note
 
     with user_errors():
         loaded = load_recipe(run_dir / RESOLVED, overrides)
+        done = finished_note(run_dir, loaded)
+    if done:  # before any process starts
+        console.print(done, soft_wrap=True)
+        return
     _relaunch_if_multi_process(loaded, topology, accelerate_config)
-    _train(loaded, RunOptions(run_dir=run_dir, resume=True, profile=profile), overrides)
+    _train(loaded, RunOptions(run_dir=run_dir, resume=True, profile=profile, restart=restart), overrides)
 
 
 def _relaunch_if_multi_process(
@@ -213,7 +234,7 @@ def export(
             "Pick another directory, or pass --overwrite."
         )
     with user_errors():
-        check_checkpoint(checkpoint)
+        check_checkpoint(checkpoint, warn=lambda text: err_console.print(f"[yellow]{text}[/]"))
     try:
         exported = export_merged(checkpoint, out)
     except Exception as exc:  # noqa: BLE001 - any unreadable checkpoint: name it, no traceback
@@ -222,6 +243,7 @@ def export(
 
 
 def _train(loaded: LoadedRecipe, options: RunOptions, overrides: list[str]) -> None:
+    from rlrun.training.run import RunFinished
     from rlrun.training.run import train as run_training
 
     try:
@@ -229,6 +251,9 @@ def _train(loaded: LoadedRecipe, options: RunOptions, overrides: list[str]) -> N
             run = run_training(loaded, options, say=lambda text: err_console.print(text), overrides=overrides)
     except typer.Exit:
         raise
+    except RunFinished as done:
+        console.print(str(done), soft_wrap=True)
+        return
     except KeyboardInterrupt:  # before the run started (a started run handles Ctrl-C itself)
         raise typer.Exit(INTERRUPTED) from None
     except Exception as exc:  # a failed run: its directory says so; show the reason, not a traceback
@@ -240,8 +265,7 @@ def _train(loaded: LoadedRecipe, options: RunOptions, overrides: list[str]) -> N
         raise typer.Exit(RUN_FAILED) from None
     from rlrun.launch import is_relaunched, release_process_group
 
-    if run.status == "finished":
-        release_process_group()
+    release_process_group(meet=run.ended_at_step_boundary)
     if run.status == "interrupted":
         # Under the launcher the launching process reports it: torchrun would print a failure
         # report for each process that ended with 130.

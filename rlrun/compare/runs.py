@@ -8,27 +8,30 @@ rather than errors.
 from __future__ import annotations
 
 import difflib
-import os
 import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime
+from functools import partial
 from pathlib import Path
 from typing import Any
 
-from rlrun.records.rundir import AXIS_KEYS, looks_like_run, read_run_files
+import psutil
 
-STALE_AFTER_S = 30 * 60  # no heartbeat for this long from a run on another machine: "stale"
+from rlrun.records.rundir import AXIS_KEYS, lock_is_held, looks_like_run, read_run_files
+
+STALE_AFTER_S = 30 * 60  # no heartbeat for this long: "stale" (hung, or on a machine out of sight)
 
 
-def live_status(meta: dict[str, Any], *, now: float, hostname: str, pid_alive: Callable[[int], bool]) -> str:
-    """What a run's meta.json status means now (see `RunRecord.status`)."""
+def live_status(meta: dict[str, Any], *, now: float, hostname: str, alive: Callable[[], bool]) -> str:
+    """What a run's meta.json status means now (see `RunRecord.status`); `alive` says whether
+    the training process of a run on this machine is still there."""
     status = str(meta.get("status") or "unknown")
     if status != "running":
         return status
-    if meta.get("hostname") == hostname and isinstance(meta.get("pid"), int):
-        return "running" if pid_alive(meta["pid"]) else "crashed"
+    if meta.get("hostname") == hostname and not alive():
+        return "crashed"
     try:
         heartbeat = datetime.fromisoformat(str(meta["heartbeat"])).timestamp()
     except (KeyError, ValueError):
@@ -36,14 +39,20 @@ def live_status(meta: dict[str, Any], *, now: float, hostname: str, pid_alive: C
     return "stale" if now - heartbeat > STALE_AFTER_S else status
 
 
-def _pid_alive(pid: int) -> bool:
+def training_process_alive(run_dir: Path, meta: dict[str, Any]) -> bool:
+    """Whether the process that trains `run_dir` on this machine is alive: it holds the run
+    lock, which the kernel drops when the process ends (a zombie holds nothing). A pid alone
+    misleads: a zombie's pid still exists and a reused one belongs to another process. Runs
+    from before the lock: the pid, if its process is no zombie and started before the heartbeat."""
+    held = lock_is_held(run_dir)
+    if held is not None:
+        return held
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+        process = psutil.Process(int(meta["pid"]))
+        heartbeat = datetime.fromisoformat(str(meta["heartbeat"])).timestamp()
+        return process.status() != psutil.STATUS_ZOMBIE and process.create_time() <= heartbeat
+    except (KeyError, ValueError, TypeError, psutil.Error):
         return False
-    except PermissionError:  # alive, someone else's
-        return True
-    return True
 
 
 class RunReadError(Exception):
@@ -65,9 +74,10 @@ class RunRecord:
 
     @property
     def status(self) -> str:
-        """meta.json's status, except that a "running" run whose process is gone reads as
-        "crashed", and one on another machine with no step for `STALE_AFTER_S` as "stale"."""
-        return live_status(self.meta, now=time.time(), hostname=socket.gethostname(), pid_alive=_pid_alive)
+        """meta.json's status, except that a "running" run on this machine whose training
+        process is gone reads as "crashed", and one with no step for `STALE_AFTER_S` as "stale"."""
+        alive = partial(training_process_alive, Path(self.source), self.meta)
+        return live_status(self.meta, now=time.time(), hostname=socket.gethostname(), alive=alive)
 
     @property
     def last_step(self) -> int | None:

@@ -18,7 +18,7 @@ import yaml
 from rlrun.convert.table import KeyMap, find
 from rlrun.recipes.keys import all_keys, dotted
 from rlrun.recipes.render import flow, to_yaml
-from rlrun.recipes.yaml_io import parse_value
+from rlrun.recipes.yaml_io import RecipeLoader, parse_value
 from rlrun.schema import Recipe
 
 # Relative paths become absolute, so the recipe reads the same files wherever it is put.
@@ -93,8 +93,8 @@ class Conversion:
 def read_yaml(text: str) -> tuple[dict[str, Any], list[str]]:
     """Settings from a config YAML, flattened to dotted keys (Hydra's `defaults` and `_target_`
     skipped, verl's `${a.b}` / `${oc.select:a.b,default}` references resolved)."""
-    try:
-        data = yaml.safe_load(text)
+    try:  # the recipe loader's limits: depth, alias bombs
+        data = yaml.load(text, Loader=RecipeLoader)
     except yaml.YAMLError as err:
         raise ConvertError(f"not valid YAML: {err}") from None
     if not isinstance(data, dict):
@@ -142,13 +142,17 @@ def build(
     defaults: Mapping[str, Any],
     fixed: Mapping[str, Any],
     processes: int,
+    refuse_unknown: bool = False,
 ) -> Conversion:
     """The recipe for `settings` (dotted keys of `stack`, read through `table`; `defaults` are
-    the stack's own), with `fixed` rlrun values added, and what became of each key."""
+    the stack's own), with `fixed` rlrun values added, and what became of each key. A key the
+    table refuses (or, with `refuse_unknown`, one it does not know) raises ConvertError listing
+    every such key with its value and reason."""
     effective = {**defaults, **settings}
     rlrun_defaults = Recipe().model_dump(mode="json")
     values: dict[str, Any] = {}
     rows: list[Row] = []
+    refusals: list[str] = []
     # The user's keys first: where two keys set one rlrun key (verl's two names of the actor's
     # compute dtype, say), theirs wins over the stack's default.
     for key in [*settings, *(k for k in defaults if k not in settings)]:
@@ -156,14 +160,38 @@ def build(
         origin = "set" if key in settings else "default"
         found = find(table, key)
         if found is None:
-            rows.append(Row(key, value, origin, "unknown"))
+            if refuse_unknown:
+                refusals.append(
+                    f"{key}={flow(value)}: not a {stack} key rlrun knows, so it cannot tell whether it changes "
+                    "what is trained (remove it if it does not)"
+                )
+            else:
+                rows.append(Row(key, value, origin, "unknown"))
             continue
         row = found[1]
+        if row.refused_unless is not None:
+            if value not in row.refused_unless:
+                refusals.append(f"{key}={flow(value)}: {row.note}")
+            elif origin == "set":
+                rows.append(
+                    Row(key, value, origin, "no equivalent", note=f"{stack}'s default: changes nothing")
+                )
+            continue
+        try:
+            if getattr(value, "names", ()) and (row.rlrun or row.convert):
+                raise ValueError(
+                    f"it waits on {', '.join(value.names)}, not set here (set it in the environment)"
+                )
+            rlrun_value = (
+                row.convert(value, effective) if row.convert and (row.rlrun or origin == "set") else value
+            )
+        except (ValueError, TypeError) as err:  # the message may name the key itself
+            refusals.append(str(err) if str(err).startswith(f"{key}=") else f"{key}={flow(value)}: {err}")
+            continue
         if row.rlrun is None:
             if origin == "set":
                 rows.append(Row(key, value, origin, "no equivalent", note=row.note))
             continue
-        rlrun_value = row.convert(value, effective) if row.convert else value
         rlrun_default = _at(rlrun_defaults, row.rlrun)
         if origin != "set" and (rlrun_value == rlrun_default or row.rlrun in values):
             continue  # the stack's default is rlrun's too, or the user's key set it
@@ -173,6 +201,11 @@ def build(
         kind = "mapped" if rlrun_value == value else "converted"
         rows.append(Row(key, value, origin, kind, row.rlrun, rlrun_value, row.note))
         values.setdefault(row.rlrun, rlrun_value)
+    if refusals:
+        raise ConvertError(
+            f"{source}: rlrun cannot run this {stack} experiment as it is; nothing was written.\n"
+            + "\n".join(f"  - {reason}" for reason in refusals)
+        )
     values.update(fixed)
     if not values.get("critic.enabled"):  # critic settings do nothing without a critic
         unused = {k for k in values if k.startswith("critic.") and k != "critic.enabled"}

@@ -17,6 +17,9 @@ class KeyMap:
     rlrun: str | None  # the rlrun key; None: rlrun has no equivalent
     note: str = ""  # the unit change, or why there is no equivalent
     convert: Convert | None = None  # None: the value is the same
+    # Values that change nothing (the stack's default); any other value is refused with `note`
+    # as the reason. None: never refused.
+    refused_unless: tuple[Any, ...] | None = None
 
 
 def find(table: Mapping[str, KeyMap], key: str) -> tuple[str, KeyMap] | None:

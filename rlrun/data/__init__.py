@@ -8,7 +8,7 @@ from typing import Any
 from rlrun.data.dataset import LengthReport, PromptDataset, build_prompt_dataset, check_data_file, get_field
 from rlrun.data.padding import left_pad
 from rlrun.data.sampler import PromptSampler
-from rlrun.data.sources import DataError, is_split_source, load_file, load_records
+from rlrun.data.sources import DataError, is_split_source, load_file, load_records, shown
 from rlrun.schema.data import Data
 
 
@@ -28,14 +28,16 @@ def load_prompt_datasets(data: Data, tokenizer: Any) -> tuple[PromptDataset, Pro
         "overlong": data.overlong_prompts,
     }
     source, val_source, arithmetic = data.source, data.val_source, data.arithmetic
-    train = build_prompt_dataset(load_records(source, "train", arithmetic), tokenizer, name=source, **options)
+    train = build_prompt_dataset(
+        load_records(source, "train", arithmetic), tokenizer, name=shown(source), **options
+    )
     if val_source is None and not is_split_source(source):
         return train, None
     try:
         val_records = load_records(val_source or source, "validation", arithmetic)
         if val_records is None:
             return train, None
-        name = f"{val_source or source} (validation)"
+        name = f"{shown(val_source or source)} (validation)"
         return train, build_prompt_dataset(val_records, tokenizer, name=name, **options)
     except DataError as err:
         raise err.for_key("data.val_source" if val_source else "data.source") from None

@@ -40,12 +40,29 @@ class DataError(RecipeError, ValueError):
         return DataError(self.where, self.reason, line=self.line, key=key)
 
 
-def load_records(source: str, split: str, arithmetic: Arithmetic) -> list[dict[str, Any]] | None:
+Source = str | list[str]  # one source, or several files read one after another
+
+
+def source_files(source: Source) -> list[str]:
+    """The sources a `data.source` names: itself, or each file of a list."""
+    return list(source) if isinstance(source, list) else [source]
+
+
+def shown(source: Source) -> str:
+    """How messages name a source."""
+    return ", ".join(source_files(source))
+
+
+def load_records(source: Source, split: str, arithmetic: Arithmetic) -> list[dict[str, Any]] | None:
     """Records of ``split`` ("train" | "validation"); None when the source has no such split.
 
     ``rlrun:arithmetic`` uses the ``data.arithmetic`` settings; a file is one split by itself;
+    a list of files is every file's records, in the list's order (each keeps its own
+    ``data_source`` column, which routes verl-style rewards);
     ``hf:<name>[:<config>]`` loads ``train``, and for validation ``validation`` or ``test``.
     """
+    if isinstance(source, list):
+        return [record for path in source for record in load_file(path)]
     if source == ARITHMETIC:
         task = ArithmeticTask(
             digits=arithmetic.digits, operators=tuple(arithmetic.operators), seed=arithmetic.seed
@@ -56,9 +73,10 @@ def load_records(source: str, split: str, arithmetic: Arithmetic) -> list[dict[s
     return load_file(source)
 
 
-def is_split_source(source: str) -> bool:
-    """Whether the source holds its own validation split (a file is one split by itself)."""
-    return source == ARITHMETIC or source.startswith("hf:")
+def is_split_source(source: Source) -> bool:
+    """Whether the source holds its own validation split (a file, or a list of them, is one
+    split by itself)."""
+    return isinstance(source, str) and (source == ARITHMETIC or source.startswith("hf:"))
 
 
 def reader_package(source: str) -> str | None:
@@ -69,10 +87,13 @@ def reader_package(source: str) -> str | None:
     return "pyarrow" if source.endswith(".parquet") else None
 
 
-def missing_reader(source: str) -> str | None:
-    """The package `source` needs that is not installed here, or None."""
-    package = reader_package(source)
-    return package if package is not None and importlib.util.find_spec(package) is None else None
+def missing_reader(source: Source) -> str | None:
+    """The package `source` (or one of its files) needs that is not installed here, or None."""
+    for one in source_files(source):
+        package = reader_package(one)
+        if package is not None and importlib.util.find_spec(package) is None:
+            return package
+    return None
 
 
 def load_file(path: str | Path) -> list[dict[str, Any]]:

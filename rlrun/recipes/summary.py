@@ -32,7 +32,8 @@ def summary_table(loaded: LoadedRecipe) -> Table:
     table.add_row(
         "model", f"{recipe.model.path} ({recipe.model.dtype}" + (", LoRA)" if recipe.model.lora else ")")
     )
-    table.add_row("data", str(recipe.data.source))
+    source = recipe.data.source
+    table.add_row("data", ", ".join(source) if isinstance(source, list) else source)
     rewards = ", ".join(f"{f.shown} × {f.weight:g}" for f in recipe.reward.functions)
     table.add_row("reward", rewards)
     table.add_row(

@@ -15,6 +15,7 @@ overwrite of the same directory is refused while the first is alive.
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import json
 import math
@@ -24,6 +25,7 @@ import shutil
 import socket
 import subprocess
 import tempfile
+import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from importlib import metadata
@@ -64,12 +66,51 @@ def now_iso() -> str:
 
 
 def write_json_atomic(path: Path, data: Any) -> None:
-    """Write JSON through a temporary file and a rename, so a reader never sees half a file."""
+    """Write JSON through a temporary file and a rename, so a reader never sees half a file; a
+    failed write (a full disk) removes its temporary file."""
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    with os.fdopen(fd, "w") as f:
-        json.dump(data, f, indent=2, default=str)
-        f.write("\n")
-    os.replace(tmp, path)
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(_json_text(data))
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _json_text(data: Any) -> str:
+    return json.dumps(data, indent=2, default=str) + "\n"
+
+
+def _overwrite_in_place(path: Path, data: Any) -> None:
+    """Rewrite `path` in its own blocks, needing no new room when the text grows by less than
+    the rest of its last block (a status record does): the last resort on a full disk."""
+    with path.open("r+") as f:
+        f.write(_json_text(data))
+        f.truncate()
+
+
+def is_disk_full(exc: BaseException) -> bool:
+    """Whether `exc`, or an error it was raised from, is a full disk or quota (libraries that
+    write files, safetensors and torch.save among them, wrap the OSError in their own errors)."""
+    seen: set[int] = set()
+    error: BaseException | None = exc
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        if isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT):
+            return True
+        if "No space left on device" in str(error) or "Disk quota exceeded" in str(error):
+            return True
+        error = error.__cause__ or error.__context__
+    return False
+
+
+def disk_full_message(run_dir: Path, exc: BaseException) -> str:
+    free = shutil.disk_usage(run_dir).free
+    return (
+        f"no space left on the disk holding the run directory {run_dir} ({free / 2**20:.1f} MiB free): "
+        f"{exc}. Its checkpoints are kept; free some space, then `rlrun resume` the run"
+    )
 
 
 def _refuse(path: Path, message: str, fix: str) -> RecipeError:
@@ -121,7 +162,7 @@ class RunLock:
         # on garbage collection drops the lock too.
         self.file = os.fdopen(os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644), "r+b", buffering=0)
         try:
-            fcntl.flock(self.file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            _lock_with_retries(self.file)
         except BlockingIOError:
             holder = self.file.read(200).decode(errors="replace").strip() or "another process"
             self.file.close()
@@ -139,6 +180,18 @@ class RunLock:
         self.file.close()
         if remove and self.made_file:
             self.path.unlink(missing_ok=True)
+
+
+def _lock_with_retries(file: Any, tries: int = 5, wait_s: float = 0.02) -> None:
+    """`flock` exclusively, trying again briefly: `compare` probes the lock for an instant."""
+    for attempt in range(tries):
+        try:
+            fcntl.flock(file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            if attempt == tries - 1:
+                raise
+            time.sleep(wait_s)
 
 
 @dataclass
@@ -243,10 +296,44 @@ class RunDir:
         write_json_atomic(self.path / OVERRIDES, list(overrides))
 
     def read_meta(self) -> dict[str, Any]:
-        return json.loads((self.path / META).read_text())
+        """meta.json; one that is not rlrun's JSON object is a located error (exit 2)."""
+        path = self.path / META
+        try:
+            meta = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            reason = f"{type(exc).__name__}: {exc}"
+        else:
+            if isinstance(meta, dict):
+                return meta
+            reason = f"a JSON {type(meta).__name__}, not an object"
+        raise RecipeError(
+            [
+                ConfigIssue(
+                    f"the run's meta.json cannot be read ({reason})",
+                    code="run-meta",
+                    file=str(path),
+                    expected="the JSON object `rlrun train` writes (status, steps, versions)",
+                    fix="restore meta.json from a backup, or start a new run",
+                )
+            ]
+        )
 
     def write_meta(self, meta: dict[str, Any]) -> None:
         write_json_atomic(self.path / META, meta)
+
+    def record_end(self, **fields: Any) -> None:
+        """Record how the run ended in meta.json, even on a full disk (then rewritten in place)."""
+        try:
+            self.update_meta(**fields)
+        except OSError:
+            meta = self.read_meta()
+            meta.update(fields)
+            _overwrite_in_place(self.path / META, meta)
+
+    def remove_stale_temp_files(self) -> None:
+        """The temporary files of writes a crash cut short (`.meta.json.*`, `*.jsonl.tmp`)."""
+        for stale in [*self.path.glob(f".{META}.*"), *self.path.glob("*.jsonl.tmp")]:
+            stale.unlink(missing_ok=True)
 
     def update_meta(self, **fields: Any) -> dict[str, Any]:
         meta = self.read_meta() if (self.path / META).is_file() else {}
@@ -255,6 +342,22 @@ class RunDir:
         meta.update(fields)
         self.write_meta(meta)
         return meta
+
+
+def lock_is_held(path: Path) -> bool | None:
+    """Whether a live process holds the run lock of `path` (None: the run has no lock file).
+    The probe takes a shared lock for an instant; a run starting in that instant retries."""
+    try:
+        fd = os.open(path / LOCK, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)  # drops the probe's lock too
+    return False
 
 
 def holds_run(path: Path) -> bool:

@@ -33,6 +33,9 @@ class GroupFilter(Section):
     """What must vary within a group to keep it: acc | score"""
     max_num_gen_batches: NonNegativeInt = 10
     """Generation batches tried per step before giving up; 0 = unlimited"""
+    gen_prompts_per_batch: PositiveInt | None = None
+    """Prompts drawn per generation batch (DAPO's gen_batch_size); the kept groups fill the step's
+    trainer.prompts_per_step in order, the rest are dropped; null = trainer.prompts_per_step"""
 
 
 class Algorithm(Section):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field
 
@@ -28,10 +28,10 @@ class Arithmetic(Section):
 
 
 class Data(Section):
-    source: str = Field(ARITHMETIC_SOURCE, min_length=1)
-    """rlrun:arithmetic | a .jsonl/.json/.parquet file | hf:<dataset name>"""
-    val_source: str | None = None
-    """null = the source's own validation split (generator, hf:); a file has none"""
+    source: str | list[Annotated[str, Field(min_length=1)]] = Field(ARITHMETIC_SOURCE, min_length=1)
+    """rlrun:arithmetic | a .jsonl/.json/.parquet file | hf:<dataset name> | a list of files (every file's rows, in order)"""
+    val_source: str | list[Annotated[str, Field(min_length=1)]] | None = None
+    """null = the source's own validation split (generator, hf:); a file has none; a list of files = all their rows"""
     arithmetic: Arithmetic = Arithmetic()
     """used when source is rlrun:arithmetic"""
     prompt_key: str = Field("prompt", min_length=1)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field
 
@@ -12,12 +12,18 @@ from rlrun.schema.base import NonNegativeInt, PositiveInt, Section
 class Eval(Section):
     every_steps: NonNegativeInt = 25
     """Evaluate every this many steps; 0 = only at the start and the end"""
-    prompts: PositiveInt = 500
-    """Validation prompts per evaluation."""
+    prompts: PositiveInt | None = 500
+    """Validation prompts per evaluation (the first ones); null = the whole validation set."""
     k: PositiveInt = 1
     """Samples per validation prompt (pass@k, maj@k)."""
     greedy: bool = True
-    """Greedy decoding for evaluation (else the rollout's sampling settings)."""
+    """Greedy decoding for evaluation (else sampling, at the settings below)."""
+    temperature: Annotated[float, Field(gt=0)] | None = None
+    """Sampling temperature of a sampled evaluation; null = rollout.temperature."""
+    top_p: Annotated[float, Field(gt=0, le=1)] | None = None
+    """Nucleus sampling of a sampled evaluation; null = rollout.top_p."""
+    top_k: NonNegativeInt | None = None
+    """Top-k of a sampled evaluation (0 = off); null = rollout.top_k."""
 
 
 class Checkpoint(Section):

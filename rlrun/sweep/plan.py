@@ -66,14 +66,21 @@ class RunPlan:
 
     def argv(self) -> list[str]:
         """The `rlrun` command line that trains this run from where it stands now: a run that has
-        started (meta.json written) resumes from its latest checkpoint, any other starts."""
+        started (meta.json written) resumes from its latest intact checkpoint, or starts again
+        without one (running the sweep again asks for that), any other starts."""
         if holds_run(self.dir):
-            return ["resume", str(self.dir.resolve())]
+            return resume_argv(self.dir.resolve())
         return self.train_argv()
 
     def train_argv(self) -> list[str]:
         """`rlrun train` of this run from the start (paths absolute: a job may start elsewhere)."""
         return ["train", self.recipe, *self.run.overrides, "--run-dir", str(self.dir.resolve())]
+
+
+def resume_argv(run_dir: Path) -> list[str]:
+    """`rlrun resume` of a sweep's run; `--restart`: a run stopped before its first checkpoint
+    trains again from step 0 (a lone `rlrun resume` would ask first)."""
+    return ["resume", str(run_dir), "--restart"]
 
 
 @dataclass(frozen=True)

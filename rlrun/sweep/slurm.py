@@ -20,7 +20,7 @@ from typing import Any
 
 from rlrun.records.rundir import holds_run, write_json_atomic
 from rlrun.sweep.local import ENTRY
-from rlrun.sweep.plan import RunPlan, SweepPlan, read_manifest
+from rlrun.sweep.plan import RunPlan, SweepPlan, read_manifest, resume_argv
 
 SIGNAL_DELAY_S = 120  # warning before the time limit: a step and a checkpoint must fit in it
 MAX_TIMEOUTS = 10  # requeues after reaching the time limit (preemptions do not count)
@@ -74,7 +74,7 @@ class TrainJob:
     def argv(self, node: int, hostnames: list[str]) -> list[str]:
         """The rlrun command line on node `node`: a run that has started resumes."""
         if holds_run(self.run_dir):
-            argv = ["resume", str(self.run_dir)]
+            argv = resume_argv(self.run_dir)
         else:
             argv = list(self.train_argv)
         nodes = len(hostnames)

@@ -80,9 +80,13 @@ class ExperienceCollector:
     def collect(self, num_prompts: int, seed: int, *, timer: Timer) -> tuple[Experience, int]:
         """`num_prompts` groups (this process's share) of `sampling.n` scored responses and the number of generation
         batches it took. With dynamic sampling only informative groups (metric not constant
-        within the group) are kept, and more prompts are drawn until there are enough.
+        within the group) are kept, and more prompts are drawn, `gen_prompts_per_batch` at a time
+        (default: `num_prompts` per process), until there are enough; the first `num_prompts`
+        kept groups train, as in verl's DAPO trainer.
         Generating and scoring add to `timer`'s "gen" and "reward" phases."""
         limit = self.group_filter.max_num_gen_batches if self.group_filter.enabled else 1
+        gen_global = self.group_filter.gen_prompts_per_batch if self.group_filter.enabled else None
+        per_batch = (gen_global or num_prompts * self.world) // self.world  # this process's draw
         kept: list[Experience] = []
         have = 0
         gen_batches = 0
@@ -95,11 +99,11 @@ class ExperienceCollector:
                     "data is too hard or too easy for the model. Raise algorithm.group_filter.max_num_gen_batches "
                     "(0 = unlimited) or change the data"
                 )
-            drawn = self.sampler.next_indices(num_prompts * self.world)  # the same on every process
+            drawn = self.sampler.next_indices(per_batch * self.world)  # the same on every process
             gen_batches += 1
             if have >= num_prompts:
                 continue
-            mine = drawn[self.rank * num_prompts : (self.rank + 1) * num_prompts]
+            mine = drawn[self.rank * per_batch : (self.rank + 1) * per_batch]
             exp = self.generate(
                 mine, self.sampling, seed=seed + (gen_batches - 1) * self.world + self.rank, timer=timer
             )

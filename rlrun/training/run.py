@@ -6,7 +6,9 @@ Only the main process touches the disk or W&B; every process builds the same `Se
 
 from __future__ import annotations
 
+import errno
 import os
+import shlex
 import signal
 import socket
 import statistics
@@ -17,6 +19,7 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -25,14 +28,17 @@ import yaml
 from accelerate import PartialState
 
 from rlrun import interrupt
-from rlrun.errors import RecipeError
+from rlrun.errors import ConfigIssue, RecipeError
 from rlrun.recipes import LoadedRecipe, algorithm_summary
 from rlrun.records import checkpoint as ckpt
 from rlrun.records.rundir import (
+    META,
     RESOLVED,
     RunDir,
     check_run_name,
+    disk_full_message,
     git_state,
+    is_disk_full,
     now_iso,
     package_versions,
     run_setup,
@@ -75,6 +81,7 @@ class RunOptions:
     resume: bool = False
     overwrite: bool = False
     profile: bool = False  # record a few steps with torch.profiler into <run>/profile/
+    restart: bool = False  # with resume: train again from step 0 when there is no intact checkpoint
 
 
 def default_run_dir(loaded: LoadedRecipe, options: RunOptions) -> Path:
@@ -108,8 +115,32 @@ def slow_step_note(step: int, seconds: float, earlier: list[float]) -> str | Non
     )
 
 
+class RunFinished(Exception):
+    """`resume` of a run that already trained all its steps: nothing to do (the message says why)."""
+
+
+def finished_note(run_dir: Path, loaded: LoadedRecipe) -> str | None:
+    """Why resuming `run_dir` would do nothing, or None. A finished run resumes only to train
+    further (a raised `trainer.total_steps`): anything else would rewrite its records."""
+    if not (run_dir / META).is_file():
+        return None
+    meta = RunDir(run_dir).read_meta()
+    total = loaded.recipe.trainer.total_steps
+    final = meta.get("final_step", meta.get("total_steps"))
+    if meta.get("status") != "finished" or not isinstance(final, int) or total > final:
+        return None
+    return (
+        f"Nothing to resume: {run_dir} finished all its {final} steps, and its records stay as they are. "
+        f"To train further, raise trainer.total_steps: `rlrun resume {shlex.quote(str(run_dir))} "
+        f"trainer.total_steps={final * 2}`."
+    )
+
+
 def check_resume(run_dir: Path, loaded: LoadedRecipe) -> None:
-    """Refuse, before any model loads, a resume that would change the model, tokenizer or data."""
+    """Refuse, before any model loads, a resume that would change the model, tokenizer or data,
+    or that has nothing to do (`RunFinished`)."""
+    if note := finished_note(run_dir, loaded):
+        raise RunFinished(note)
     resolved = run_dir / RESOLVED
     if resolved.is_file():
         issues = locked_changes(yaml.safe_load(resolved.read_text()), loaded.data)
@@ -139,6 +170,9 @@ class Run:
         self.stop_requested = False
         self.first_stop_signal: tuple[int, float] | None = None  # which signal, when (monotonic)
         self.closing = False  # the end is being recorded: a further signal must not cut it short
+        # Every process ended after the same whole step (finished, or a stop they agreed on):
+        # they can all meet once more to end their process group.
+        self.ended_at_step_boundary = False
         self.step_seconds: list[float] = []  # this invocation's step times, for the slow-step note
         wandb_id = None
         if resumed is not None:
@@ -291,6 +325,10 @@ class Run:
             status = "interrupted" if self.stop_requested else "finished"
         except KeyboardInterrupt:
             status = "interrupted"
+        except Exception as exc:
+            if is_disk_full(exc) and not isinstance(exc, ckpt.DiskFullError):  # a log or meta.json write
+                raise OSError(errno.ENOSPC, disk_full_message(self.dir.path, exc)) from exc
+            raise
         finally:
             if status == "interrupted":
                 try:
@@ -301,8 +339,9 @@ class Run:
                     ):
                         self.checkpoint()
                 except KeyboardInterrupt:  # a second signal while saving: the partial save is ignored
-                    pass
+                    at_step_boundary = False
             self.close(status)
+            self.ended_at_step_boundary = at_step_boundary
             if status == "interrupted" and self.main:
                 self.say(
                     f"Interrupted at step {self.session.step}. Continue with `rlrun resume {self.dir.path}`."
@@ -342,22 +381,57 @@ class Run:
         self.closing = True
         interrupt.run_ended()
         if self.main:
-            self.dir.update_meta(status=status, end_time=now_iso(), final_step=self.session.step)
-            self.logger.close(status)
+            # On a full disk these can fail too; the error that ended the run is the one to report.
+            for record in (
+                partial(self.dir.record_end, status=status, end_time=now_iso(), final_step=self.session.step),
+                partial(self.logger.close, status),
+            ):
+                try:
+                    record()
+                except OSError as exc:
+                    self.say(f"Warning: the run's end could not be recorded in {self.dir.path}: {exc}")
             self.dir.release()
         self.status = status
 
 
-def resume_session(session: Session, run_dir: RunDir, say: Say) -> TrainState | None:
-    """Restore `session` from the run's latest intact checkpoint (partial ones are removed first);
-    None when there is none, and the run starts from the beginning."""
-    ckpt.remove_partial_checkpoints(run_dir.checkpoints)
-    latest = ckpt.latest_intact_checkpoint(run_dir.checkpoints, warn=say)
-    if latest is None:
-        return None
-    resumed = session.load_checkpoint(latest)
-    say(f"Resuming {run_dir.path} from {latest.name} (step {session.step}).")
-    return resumed
+def resume_point(run_dir: RunDir, options: RunOptions, say: Say, *, main: bool) -> Path | None:
+    """The newest intact checkpoint to resume from (newer damaged ones are named and skipped),
+    chosen before any model loads; the leftovers of interrupted writes are removed first. With
+    no checkpoint, or none intact, the run's records are kept unless `--restart` says to start
+    again (the damaged checkpoints are then deleted, or they would shadow the new ones)."""
+    if main:
+        ckpt.remove_partial_checkpoints(run_dir.checkpoints)
+        run_dir.remove_stale_temp_files()
+    try:
+        latest = ckpt.latest_intact_checkpoint(run_dir.checkpoints, warn=say if main else _quiet)
+    except RecipeError:
+        if not options.restart:
+            raise
+        latest = None
+    if latest is not None:
+        return latest
+    if not options.restart:
+        raise RecipeError(
+            [
+                ConfigIssue(
+                    f"there is no checkpoint to resume from in {run_dir.checkpoints}",
+                    key="--restart",
+                    code="no-checkpoint",
+                    file=str(run_dir.path),
+                    fix="train it again from step 0, replacing its metrics.jsonl and samples.jsonl: "
+                    f"`rlrun resume {shlex.quote(str(run_dir.path))} --restart`",
+                )
+            ]
+        )
+    if main:
+        for _, damaged in ckpt.list_checkpoints(run_dir.checkpoints):
+            ckpt.delete_checkpoint(damaged)
+        say(f"Restarting {run_dir.path} from step 0 (--restart): its metrics.jsonl starts again.")
+    return None
+
+
+def _quiet(text: str) -> None:
+    """The other processes check the same files; the main process alone says what it found."""
 
 
 def start_run(
@@ -383,6 +457,11 @@ def start_run(
     )
     try:
         state.wait_for_everyone()
+        start_from = (
+            resume_point(directory or RunDir(path), options, say, main=state.is_main_process)
+            if options.resume
+            else None
+        )
         keep_freed_memory()  # every step re-allocates the same buffers: reuse them, don't re-fault them
         session = make_session(loaded.recipe, warn=say)
         if interrupt.requested():  # Ctrl-C while loading, its KeyboardInterrupt lost in a library
@@ -392,7 +471,10 @@ def start_run(
             threads = cpu_threads_for(parameters, os.environ)
             if threads is not None:
                 torch.set_num_threads(threads)
-        resumed = resume_session(session, directory or RunDir(path), say) if options.resume else None
+        resumed = None
+        if start_from is not None:
+            resumed = session.load_checkpoint(start_from)
+            say(f"Resuming {path} from {start_from.name} (step {session.step}).")
         return Run(loaded, options, session, say, overrides, directory, resumed)
     except BaseException:
         if directory is not None:  # a run that never started leaves no directory behind

@@ -337,7 +337,12 @@ class Session:
 
     def load_checkpoint(self, path: Path) -> TrainState:
         """Restore weights and state from `path`; returns the trainer state (for the W&B id)."""
-        state = TrainState.from_dict(ckpt.load_trainer_state(path))
+        try:
+            state = TrainState.from_dict(ckpt.load_trainer_state(path))
+        except KeyError as exc:
+            raise ckpt.unreadable_state(
+                path / ckpt.TRAINER_STATE, f"lacks the trainer state's {exc}"
+            ) from None
         if state.tokenizer_fingerprint != tokenizer_fingerprint(self.tokenizer):
             raise RecipeError(
                 [

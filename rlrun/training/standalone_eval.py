@@ -8,6 +8,7 @@ base model wrapped by peft, the adapter loaded), so a checkpoint's figures equal
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,7 +25,7 @@ from rlrun.data import load_prompt_datasets
 from rlrun.errors import ConfigIssue, RecipeError
 from rlrun.evaluation import EvalResult, evaluate_recipe
 from rlrun.records import checkpoint as ckpt
-from rlrun.records.rundir import CHECKPOINTS, RESOLVED
+from rlrun.records.rundir import CHECKPOINTS, META, RESOLVED
 from rlrun.rewards import RewardCombiner
 from rlrun.rollout import ROLLOUT_ENGINES
 from rlrun.schema import Recipe
@@ -41,17 +42,39 @@ class EvalTarget:
     run_recipe: Path | None  # the run's `resolved.yaml`, the default recipe of a checkpoint
 
 
-def eval_target(model: str) -> EvalTarget:
-    """Recognise a run checkpoint (it holds `trainer_state.pt`), or a run directory (its latest
-    checkpoint), and find the run's recipe."""
+def eval_target(model: str, warn: Callable[[str], None]) -> EvalTarget:
+    """Recognise a run directory (its newest intact checkpoint; newer damaged ones are named and
+    skipped) or a run checkpoint (verified: a damaged one is refused), and find the run's recipe.
+    Anything else is a model to load as it is."""
     path = Path(model)
-    latest = ckpt.latest_checkpoint(path / CHECKPOINTS) if (path / RESOLVED).is_file() else None
-    if latest is not None:
+    if (path / RESOLVED).is_file() and (path / META).is_file():
+        latest = ckpt.latest_intact_checkpoint(path / CHECKPOINTS, warn=warn)
+        if latest is None:
+            raise RecipeError(
+                [
+                    ConfigIssue(
+                        f"the run {path} has no checkpoint to evaluate",
+                        code="no-checkpoint",
+                        file=str(path),
+                        fix="evaluate a run that saved a checkpoint (trainer.checkpoint.every_steps), or a model",
+                    )
+                ]
+            )
         path, model = latest, str(latest)
-    if not (path / ckpt.TRAINER_STATE).is_file():
+    elif not _is_checkpoint(path):
         return EvalTarget(model, None, None)
+    else:
+        ckpt.check_checkpoint(path, warn=warn)
     resolved = path.parent.parent / RESOLVED  # RUN_DIR/checkpoints/step_N
     return EvalTarget(model, path, resolved if resolved.is_file() else None)
+
+
+def _is_checkpoint(path: Path) -> bool:
+    """A run's checkpoint folder, even with files missing (a plain model folder is none of these)."""
+    in_a_run = path.parent.name == CHECKPOINTS and ckpt.step_of(path) is not None
+    return path.is_dir() and (
+        in_a_run or any((path / f).is_file() for f in (ckpt.TRAINER_STATE, ckpt.CHECKSUMS))
+    )
 
 
 def evaluate_target(target: EvalTarget, recipe: Recipe) -> tuple[EvalResult, str]:

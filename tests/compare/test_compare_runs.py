@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import signal
 import socket
 import subprocess
 import sys
-from datetime import datetime
+import time
+from datetime import datetime, timedelta, timezone
 from types import SimpleNamespace
 
+import psutil
 import pytest
 
 from rlrun.compare.inputs import load_input
@@ -107,22 +111,76 @@ def test_a_wandb_run_maps_onto_the_run_directory_format():
     assert run.recipe["model"]["path"] == "rlrun:tiny-base" and "_wandb" not in run.recipe
 
 
-def test_a_running_run_whose_process_is_gone_reads_as_crashed_and_a_silent_remote_one_as_stale():
+def test_a_running_run_whose_process_is_gone_reads_as_crashed_and_a_silent_one_as_stale():
     from rlrun.compare.runs import STALE_AFTER_S, live_status
 
     beat = "2026-11-30T10:00:00+00:00"
     t = datetime.fromisoformat(beat).timestamp()
     meta = {"status": "running", "pid": 4242, "hostname": "box", "heartbeat": beat}
     here = {"now": t + 5, "hostname": "box"}
-    assert live_status(meta, **here, pid_alive=lambda pid: pid == 4242) == "running"
-    assert live_status(meta, **here, pid_alive=lambda pid: False) == "crashed"
-    elsewhere = {"hostname": "laptop", "pid_alive": lambda pid: False}
+    assert live_status(meta, **here, alive=lambda: True) == "running"
+    assert live_status(meta, **here, alive=lambda: False) == "crashed"
+    elsewhere = {"hostname": "laptop", "alive": lambda: pytest.fail("a process elsewhere cannot be seen")}
     assert live_status(meta, now=t + STALE_AFTER_S - 1, **elsewhere) == "running"
     assert live_status(meta, now=t + STALE_AFTER_S + 1, **elsewhere) == "stale"
-    assert live_status({**meta, "status": "finished"}, **here, pid_alive=lambda pid: False) == "finished"
-    assert (
-        live_status({"status": "running"}, **here, pid_alive=lambda pid: False) == "running"
-    )  # no heartbeat yet
+    # alive here, but no step for that long: hung
+    assert live_status(meta, now=t + STALE_AFTER_S + 1, hostname="box", alive=lambda: True) == "stale"
+    assert live_status({**meta, "status": "finished"}, **here, alive=lambda: False) == "finished"
+    assert live_status({"status": "running"}, **here, alive=lambda: False) == "running"  # no heartbeat yet
+
+
+HOLD_LOCK = """
+import sys, time
+from pathlib import Path
+from rlrun.records.rundir import RunLock
+lock = RunLock(Path(sys.argv[1]))
+print("locked", flush=True)
+time.sleep(600)
+"""
+
+
+@pytest.mark.parametrize("end", ["zombie", "pid reused"])
+def test_running_is_decided_by_the_run_lock_never_by_a_pid_alone(make_run, steps, end):
+    """A killed run whose process is an unreaped zombie, or whose pid now belongs to another
+    process, is not running: the kernel dropped its lock when it died."""
+    path = make_run("run", steps(3, {}), status="running")
+    holder = subprocess.Popen([sys.executable, "-c", HOLD_LOCK, str(path)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        now = datetime.now(timezone.utc).isoformat()
+        meta = {
+            **json.loads((path / "meta.json").read_text()),
+            "hostname": socket.gethostname(),
+            "heartbeat": now,
+        }
+        (path / "meta.json").write_text(json.dumps({**meta, "pid": holder.pid}))
+        assert load_run(str(path)).status == "running"
+        holder.send_signal(signal.SIGKILL)
+        deadline = time.time() + 60
+        while psutil.Process(holder.pid).status() != psutil.STATUS_ZOMBIE and time.time() < deadline:
+            time.sleep(0.05)  # killed, and not reaped: its pid still answers os.kill(pid, 0)
+        if end == "pid reused":  # this test's own process stands for the pid's new owner
+            (path / "meta.json").write_text(json.dumps({**meta, "pid": os.getpid()}))
+        assert load_run(str(path)).status == "crashed"
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_a_run_from_before_the_lock_is_alive_only_while_its_pid_is_the_same_process(make_run, steps):
+    from rlrun.compare.runs import training_process_alive
+
+    path = make_run("old", steps(3, {}), status="running")
+    started = datetime.fromtimestamp(psutil.Process().create_time(), timezone.utc)
+    for pid, heartbeat, alive in [
+        (os.getpid(), started + timedelta(seconds=5), True),
+        (
+            os.getpid(),
+            started - timedelta(seconds=5),
+            False,
+        ),  # the pid's process began after the run's last step
+    ]:
+        assert training_process_alive(path, {"pid": pid, "heartbeat": heartbeat.isoformat()}) is alive
 
 
 def test_compare_shows_a_run_killed_with_9_as_crashed(make_run, steps):

@@ -16,7 +16,7 @@ import yaml
 from typer.testing import CliRunner
 
 from rlrun.cli import app
-from rlrun.convert.verl import ConvertError, convert, read_command_line, read_script, read_source
+from rlrun.convert.verl import ConvertError, VerlRun, convert, read_command_line, read_script, read_source
 from rlrun.recipes import load_recipe
 
 
@@ -47,9 +47,9 @@ def data_dir(tmp_path, monkeypatch):
 
 def recipe_of(script: str, data_dir: Path, environ: dict | None = None) -> tuple[dict, object]:
     """Convert `script`, write it, check it as `rlrun validate --portable` does; the resolved recipe."""
-    settings, notes = read_script(textwrap.dedent(script), {"DATA_DIR": str(data_dir), **(environ or {})})
-    conversion = convert(settings, "run.sh")
-    conversion.notes += notes
+    run = read_script(textwrap.dedent(script), {"DATA_DIR": str(data_dir), **(environ or {})})
+    run.name = "run.sh"
+    conversion = convert(run)
     path = data_dir / "converted.yaml"
     path.write_text(conversion.to_yaml())
     return load_recipe(path, environment=False).data, conversion
@@ -116,7 +116,11 @@ def test_grpo_script(data_dir):
     assert recipe["data"]["answer_key"] == "answer"  # absent: rlrun falls back to verl's reward_model
     assert recipe["data"]["max_prompt_tokens"] == 512 and recipe["rollout"]["max_response_tokens"] == 1024
     assert recipe["data"]["overlong_prompts"] == "drop"
-    assert recipe["reward"]["functions"][0]["fn"] == "rlrun:gsm8k"  # verl's scorer for this data_source
+    assert recipe["reward"]["functions"][0]["fn"] == "rlrun:verl_default"  # verl's routing by data_source
+    assert recipe["trainer"]["eval"]["prompts"] is None  # verl scores the whole validation set
+    assert (
+        recipe["actor"]["clip_ratio_low"] == recipe["actor"]["clip_ratio_high"] == 0.2
+    )  # verl's explicit defaults
     assert (
         recipe["trainer"]["eval"]["every_steps"] == 5 and recipe["trainer"]["checkpoint"]["every_steps"] == 20
     )
@@ -128,7 +132,7 @@ def test_grpo_script(data_dir):
     report = conversion.report()
     assert "actor_rollout_ref.actor.ppo_mini_batch_size=256 -> actor.mini_batch_samples: 1280" in report
     assert "verl counts prompts, rlrun samples: x rollout.n" in report
-    assert "actor_rollout_ref.model.use_remove_padding=true  [a performance" in report
+    assert "actor_rollout_ref.model.use_remove_padding=true  [memory or speed" in report
     assert "trainer.critic_warmup=0" in report.split("no rlrun equivalent")[1]  # no critic in GRPO
     assert "--num-processes 8" in report
 
@@ -259,6 +263,7 @@ def test_dapo_script_with_shell_arithmetic_defaults_and_a_verl_reward_file(data_
         "enabled": True,
         "metric": "acc",
         "max_num_gen_batches": 10,
+        "gen_prompts_per_batch": 512 * 3,  # DAPO draws data.gen_batch_size prompts per generation batch
     }
     assert recipe["reward"]["overlong_shaping"] == {
         "enabled": True,
@@ -269,11 +274,11 @@ def test_dapo_script_with_shell_arithmetic_defaults_and_a_verl_reward_file(data_
         {"fn": "rewards.dapo_score:compute_score", "weight": 1.0, "style": "verl", "kwargs": {}}
     ]
     assert recipe["rollout"]["top_k"] == 0 and recipe["rollout"]["vllm"]["tensor_parallel_size"] == 4
-    assert recipe["trainer"]["eval"]["greedy"] is False
-    assert recipe["trainer"]["total_steps"] == 2048 // 512
+    assert recipe["trainer"]["eval"]["greedy"] is True  # do_sample at val_kwargs.temperature 0: greedy
+    assert recipe["trainer"]["total_steps"] == 2048 // 1536  # DAPO's dataloader draws generation batches
     report = conversion.report()
-    assert "data.gen_batch_size=1536  [rlrun's dynamic sampling" in report
-    assert "reward_model.reward_manager=dapo" in report.split("no rlrun equivalent")[1]
+    assert "data.gen_batch_size=1536 -> algorithm.group_filter.gen_prompts_per_batch: 1536" in report
+    assert "reward_model.reward_manager=dapo  [naive and dapo score each sample" in report
     assert "--num-processes 16" in report  # 8 GPUs x NNODES=2 (the script's default)
 
 
@@ -334,7 +339,7 @@ def test_ppo_script_relies_on_verl_defaults(data_dir):
     assert recipe["trainer"]["total_steps"] == 300
     assert "algorithm.adv_estimator=gae (verl default) -> algorithm.advantage: gae" in conversion.report()
     assert (
-        "critic.ppo_micro_batch_size_per_gpu=32  [the critic trains on the actor's batches"
+        "critic.ppo_micro_batch_size_per_gpu=32  [memory or speed: the numbers do not depend on it"
         in conversion.report()
     )
 
@@ -423,66 +428,81 @@ def test_verl_yaml_with_interpolations(data_dir):
       total_training_steps: 40
     """
     (data_dir / "verl.yaml").write_text(textwrap.dedent(text))
-    settings, notes, name = read_source([str(data_dir / "verl.yaml")])
-    assert settings["actor_rollout_ref.rollout.response_length"] == 768
-    assert "Hydra `defaults:`" in notes[0]
-    conversion = convert(settings, name)
+    run = read_source([str(data_dir / "verl.yaml")])
+    assert run.settings["actor_rollout_ref.rollout.response_length"] == 768
+    assert "Hydra `defaults:`" in run.notes[0]
+    conversion = convert(run)
     (data_dir / "r.yaml").write_text(conversion.to_yaml())
     recipe = load_recipe(data_dir / "r.yaml", environment=False).data
     assert recipe["algorithm"]["advantage"] == "rloo" and recipe["rollout"]["max_response_tokens"] == 768
     assert recipe["actor"]["mini_batch_samples"] == 64 and recipe["actor"]["micro_batch_samples"] == 8
-    assert recipe["reward"]["functions"][0]["kwargs"] == {"method": "flexible"}  # rlrun:gsm8k's method
+    # verl's default scorers ignore reward_kwargs (only a custom_reward_function gets them)
+    assert recipe["reward"]["functions"] == [
+        {"fn": "rlrun:verl_default", "weight": 1.0, "style": "auto", "kwargs": {}}
+    ]
+
+
+def settings_run(settings: dict) -> VerlRun:
+    """A command line's settings, with a step count so that no data file is counted."""
+    return VerlRun({"trainer.total_training_steps": 10, **settings})
 
 
 def test_command_line_forms():
-    args = ["python3", "-m", "verl.trainer.main_ppo", "+trainer.val_only=False", "~trainer.logger"]
-    settings, notes = read_command_line([*args, "data.train_batch_size=8", "trainer.logger=['console']"])
-    assert settings == {"trainer.val_only": False, "data.train_batch_size": 8, "trainer.logger": ["console"]}
-    assert "Hydra deletion" in notes[0]
+    args = ["python3", "-m", "verl.trainer.main_ppo", "+trainer.val_only=False", "--config-path=x"]
+    run = read_command_line([*args, "data.train_batch_size=8", "trainer.logger=['console']", ""])
+    assert run.settings == {
+        "trainer.val_only": False,
+        "data.train_batch_size": 8,
+        "trainer.logger": ["console"],
+    }
+    assert run.trainer == "verl.trainer.main_ppo"
     with pytest.raises(ConvertError, match="`oops` is not a verl override"):
         read_command_line(["oops"])
+    with pytest.raises(ConvertError, match="Hydra deletion"):
+        read_command_line(["~trainer.logger"])
     with pytest.raises(ConvertError, match="no command running verl's trainer"):
         read_script("echo hello\n")
-    settings, notes = read_script(
-        "python3 -m verl.trainer.main_ppo data.train_files=$NOT_SET/x.parquet\n", {}
-    )
-    assert settings["data.train_files"] == "$NOT_SET/x.parquet" and "$NOT_SET is not set" in notes[0]
+    run = read_script("python3 -m verl.trainer.main_ppo data.train_files=$NOT_SET/x.parquet\n", {})
+    assert run.settings["data.train_files"] == "$NOT_SET/x.parquet"
+    with pytest.raises(ConvertError, match=r"data.train_files=\$NOT_SET/x.parquet: it waits on \$NOT_SET"):
+        convert(run)
 
 
 def test_a_loss_keeps_its_own_parameters():
-    settings, _ = read_command_line(
+    run = read_command_line(
         [
             "actor_rollout_ref.actor.policy_loss.loss_mode=clip_cov",
             "actor_rollout_ref.actor.policy_loss.clip_cov_ratio=0.0005",
             "actor_rollout_ref.actor.policy_loss.clip_cov_ub=4.0",
         ]
     )
-    nested = convert(settings, "x").recipe["actor"]
+    nested = convert(settings_run(run.settings)).recipe["actor"]
     assert nested["policy_loss"] == "clip_cov"
     assert nested["loss_kwargs"] == {"clip_cov_ratio": 0.0005, "clip_cov_ub": 4.0}
 
 
-def test_unknown_keys_are_reported_not_lost():
-    conversion = convert({"actor_rollout_ref.actor.optim.lr": 2e-6, "my_team.flag": 1}, "x")
-    assert "not a verl key rlrun knows (left out): 1\n  my_team.flag=1" in conversion.report()
-    assert "#   my_team.flag=1: unknown" in conversion.to_yaml()
+def test_unknown_keys_are_refused_not_lost():
+    with pytest.raises(ConvertError, match=r"my_team.flag=1: not a verl key rlrun knows"):
+        convert(settings_run({"actor_rollout_ref.actor.optim.lr": 2e-6, "my_team.flag": 1}))
 
 
 def test_the_actor_computes_in_bf16_over_float32_master_weights_as_in_verl():
     """verl's FSDP actor keeps float32 master weights and computes in bf16 (its default): that
     is rlrun's autocast, not bfloat16 weights (where a step of lr 1e-6 would round away)."""
-    default = convert({}, "x").recipe
+    default = convert(settings_run({})).recipe
     assert default.get("model", {}).get("dtype", "float32") == "float32"
     assert default["trainer"]["autocast"] == "bfloat16"
-    settings, _ = read_command_line(["+actor_rollout_ref.actor.fsdp_config.mixed_precision.param_dtype=fp32"])
-    assert convert(settings, "x").recipe["trainer"].get("autocast") is None  # the user's key wins
-    newer_name = convert({"actor_rollout_ref.actor.fsdp_config.dtype": "float32"}, "x").recipe
+    run = read_command_line(["+actor_rollout_ref.actor.fsdp_config.mixed_precision.param_dtype=fp32"])
+    assert (
+        convert(settings_run(run.settings)).recipe["trainer"].get("autocast") is None
+    )  # the user's key wins
+    newer_name = convert(settings_run({"actor_rollout_ref.actor.fsdp_config.dtype": "float32"})).recipe
     assert newer_name["trainer"].get("autocast") is None
-    master_in_bf16 = convert({"actor_rollout_ref.actor.fsdp_config.model_dtype": "bf16"}, "x").recipe
+    master_in_bf16 = convert(settings_run({"actor_rollout_ref.actor.fsdp_config.model_dtype": "bf16"})).recipe
     assert master_in_bf16["model"]["dtype"] == "bfloat16"
     assert master_in_bf16.get("trainer", {}).get("autocast") is None
     assert "rollout.dtype=bf16  [rlrun's rollout runs the policy's own weights]" in (
-        convert({"actor_rollout_ref.rollout.dtype": "bf16"}, "x").report()
+        convert(settings_run({"actor_rollout_ref.rollout.dtype": "bf16"})).report()
     )
 
 
@@ -497,7 +517,14 @@ def test_cli_writes_once_and_validates(data_dir):
     assert yaml.safe_load((data_dir / "out" / "grpo.yaml").read_text())["rollout"]["n"] == 5
     again = runner.invoke(app, ["convert", "verl", "run.sh", "-o", "out/grpo.yaml"])
     assert again.exit_code == 2 and "already exists" in again.output
-    verl = ["python3", "-m", "verl.trainer.main_ppo", "data.train_batch_size=64"]
+    verl = [
+        "python3",
+        "-m",
+        "verl.trainer.main_ppo",
+        "data.train_batch_size=64",
+        "data.train_files=train.parquet",
+    ]
+    verl.append("data.val_files=test.parquet")
     printed = runner.invoke(app, ["convert", "verl", *verl, "actor_rollout_ref.actor.ppo_mini_batch_size=16"])
     assert printed.exit_code == 0, printed.output
     assert "prompts_per_step: 64" in printed.output
@@ -507,7 +534,8 @@ def test_cli_writes_once_and_validates(data_dir):
 
 def test_cli_reports_a_recipe_that_does_not_validate(data_dir):
     # verl would refuse this too: 64 prompts a step cannot make mini-batches of 256 prompts
-    result = runner.invoke(app, ["convert", "verl", "data.train_batch_size=64", "-o", "bad.yaml"])
+    verl = ["data.train_batch_size=64", "data.train_files=train.parquet", "data.val_files=test.parquet"]
+    result = runner.invoke(app, ["convert", "verl", *verl, "-o", "bad.yaml"])
     assert result.exit_code == 2
     assert "actor.mini_batch_samples" in result.output and (data_dir / "bad.yaml").is_file()
 
@@ -591,5 +619,8 @@ def test_the_documented_convert_command(tmp_path, monkeypatch):
     assert result.exit_code == 0, result.output
     recipe = load_recipe(tmp_path / "grpo_gsm8k.yaml", environment=False).recipe
     assert recipe.actor.mini_batch_samples == 64 * 8 and recipe.actor.micro_batch_samples == 16 * 4
-    assert recipe.trainer.total_steps == 15 * (1024 // 256) and recipe.reward.functions[0].fn == "rlrun:gsm8k"
+    assert (
+        recipe.trainer.total_steps == 15 * (1024 // 256)
+        and recipe.reward.functions[0].fn == "rlrun:verl_default"
+    )
     assert "--num-processes 4" in result.output

@@ -212,3 +212,21 @@ def test_the_dataset_knows_its_prompts_were_chat_messages(tmp_path, tokenizer):
     assert build_prompt_dataset(load_file(path), tokenizer).take([1, 2]).chat  # TRL rewards then see messages
     plain = [{"prompt": "1+1=", "answer": "2"}]
     assert not build_prompt_dataset(plain, tokenizer).chat
+
+
+def test_a_list_source_reads_every_file_in_order_and_keeps_each_data_source(tmp_path, tokenizer):
+    """verl's data.train_files list: each file's rows, each row still routed by its own data_source."""
+    first, second = tmp_path / "gsm8k.parquet", tmp_path / "math.jsonl"
+    _verl_parquet(first)
+    record = {"data_source": "lighteval/MATH", "prompt": "what is 1/2+1/2?", "answer": "1"}
+    second.write_text(json.dumps(record) + "\n")
+    data = Data.model_validate({"source": [str(first), str(second)], "val_source": [str(second)]})
+    train, val = load_prompt_datasets(data, tokenizer)
+    assert len(train) == 6 and train.prompts[5] == "what is 1/2+1/2?"
+    assert train.extra["data_source"] == ["openai/gsm8k"] * 5 + ["lighteval/MATH"]
+    assert train.ground_truths == ["0", "2", "4", "6", "8", "1"]
+    assert len(val) == 1
+    with pytest.raises(DataError, match="missing.parquet"):
+        load_prompt_datasets(
+            Data.model_validate({"source": [str(first), str(tmp_path / "missing.parquet")]}), tokenizer
+        )

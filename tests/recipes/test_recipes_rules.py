@@ -203,6 +203,16 @@ def test_data_files_must_exist(write, errors):
     assert (issue.code, issue.line) == ("data-source", 3)
 
 
+def test_each_file_of_a_data_list_must_exist(write, errors):
+    write("train.jsonl", '{"prompt": "1+1=", "answer": "2"}\n')
+    write(
+        "r.yaml", "extends: grpo\ndata:\n  source: [train.jsonl, gone.jsonl]\n  val_source: [train.jsonl]\n"
+    )
+    [issue] = errors("r.yaml")
+    assert (issue.code, issue.key) == ("data-missing", "data.source.1")
+    assert issue.found.endswith('/gone.jsonl"')  # relative to the recipe, as a single file is
+
+
 @pytest.fixture
 def without_data_packages(monkeypatch):
     """This machine as if pyarrow and datasets were not installed."""

@@ -102,7 +102,7 @@ def test_states_resume_skip_and_estimate(two_by_two):
     assert [run.state for run in plan.runs] == ["finished", "resume", "running", "new"]
     assert [run.steps_done for run in plan.runs] == [10, 4, 3, 0]
     assert [run.name for run in plan.to_do()] == ["recipe=grpo/seed-1", "recipe=dapo/seed-1"]
-    assert plan.runs[1].argv() == ["resume", str(plan.runs[1].dir.resolve())]
+    assert plan.runs[1].argv() == ["resume", str(plan.runs[1].dir.resolve()), "--restart"]
     # 2 s a step; (10 - 4) + (10 - 0) steps left, two at once
     assert plan.estimated_seconds(concurrent=2) == pytest.approx(2.0 * 16 / 2)
     assert plan.estimated_seconds(concurrent=1) == pytest.approx(2.0 * 16)

@@ -55,7 +55,7 @@ def test_each_node_runs_rlrun_train_with_its_rank(tmp_path):
     assert TrainJob(tmp_path / "run", train, 1, str(tmp_path)).argv(0, ["n0"]) == train
     (tmp_path / "run").mkdir()
     (tmp_path / "run" / "meta.json").write_text("{}")  # started: a requeued job resumes it
-    assert job.argv(0, ["n0"]) == ["resume", str(tmp_path / "run"), "--num-processes", "4"]
+    assert job.argv(0, ["n0"]) == ["resume", str(tmp_path / "run"), "--restart", "--num-processes", "4"]
 
 
 @pytest.mark.slow
