@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from rlrun.data.dataset import PromptDataset
-from rlrun.rewards import RewardCombiner
+from rlrun.rewards import RewardCombiner, TrlContext
 from rlrun.rewards.answers import extract_answer, normalize_answer
 from rlrun.rollout.base import RolloutEngine, SamplingParams
 from rlrun.schema.reward import RewardFunction
@@ -82,6 +82,9 @@ def evaluate(
         repeat(data.prompts),
         completions,
         repeat(data.ground_truths),
+        context=TrlContext.of_rollout(
+            batch.response_ids, batch.response_mask, repeat(data.messages) if data.chat else None
+        ),
         **{name: repeat(col) for name, col in data.extra.items()},
     )
     correct = (scored.acc > 0.5).view(len(data), k)
@@ -96,7 +99,7 @@ def evaluate(
         response_length_mean=lengths.mean().item(),
         response_length_max=int(lengths.max().item()),
         reward_means={"score": scored.scores.mean().item()}
-        | {name: column.mean().item() for name, column in scored.components.items()},
+        | {name: column.nanmean().item() for name, column in scored.components.items()},
     )
 
 

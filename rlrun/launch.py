@@ -203,20 +203,24 @@ def run_launcher(command: Sequence[str], env: dict[str, str]) -> int:
     return interrupt.INTERRUPTED if received else code
 
 
-def release_process_group(*, meet: bool) -> None:
+def release_process_group(engine: Any = None, *, meet: bool) -> None:
     """End the training processes' communication group before Python's teardown, where gloo's
     threads can abort a process that has done its work (SIGABRT, "terminate called without an
     active exception", and torchrun reports the launch failed). When every process ended after
     the same whole step (`meet`: finished, or stopped by an agreed signal) they first meet at a
     barrier, so none leaves while another still talks to it; a process that a second signal
     stopped at once may never come, and its leaving ends the barrier with an error that says
-    nothing more than that."""
-    if not (torch.distributed.is_available() and torch.distributed.is_initialized()):
-        return
-    if meet:
+    nothing more than that. A rollout engine with a `close` (vLLM, which joined the group and
+    destroys its own groups and the default one when it shuts down) is closed after the barrier,
+    while the groups it tears down still exist."""
+    initialized = torch.distributed.is_available() and torch.distributed.is_initialized()
+    if initialized and meet:
         with contextlib.suppress(RuntimeError):  # gloo: "Connection closed by peer"
             torch.distributed.barrier()
-    torch.distributed.destroy_process_group()
+    if (close := getattr(engine, "close", None)) is not None:
+        close()
+    if initialized and torch.distributed.is_initialized():
+        torch.distributed.destroy_process_group()
 
 
 def accelerate_command(

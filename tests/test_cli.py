@@ -130,6 +130,8 @@ def test_recipes_lists_and_copies(tmp_path):
     assert result.exit_code == 0
     for name in builtin_names():
         assert name in result.stdout
+    # printed as text: rich markup would swallow the extra's `[vllm]`
+    assert "the `rlrun[vllm]` extra" in " ".join(result.stdout.split())
     assert "DAPO: clip-higher" in result.stdout
 
     target = tmp_path / "my.yaml"

@@ -4,7 +4,9 @@ Follows verl's `rollout_corr_helper.compute_rollout_correction_weights` (TIS): w
 `log_ratio = old_log_prob - rollout_log_prob` (trainer over rollout policy), token level
 `w_t = exp(clamp(log_ratio_t, ±20))`, sequence level `w = exp(clamp(Σ_t log_ratio_t·m, ±20))` on
 every token of the row; weights are 0 on padding, truncated at `threshold` and detached.
-Rejection sampling and batch normalisation of the weights are not implemented.
+`mode="mask"` sets a weight above `threshold` to 0 instead (TRL's `token_mask` /
+`sequence_mask`: w = exp(log_ratio) if w <= threshold else 0). Batch normalisation of the
+weights is not implemented.
 
 Metrics (detached 0-d tensors) are named `sampling/*`; the fractions above the threshold and
 below its reciprocal are measured before truncation, as in verl.
@@ -19,6 +21,7 @@ import torch
 from rlrun.algorithms.masked import as_bool, masked_mean, masked_sum, zero_outside
 
 IS_LEVELS = ("token", "sequence")
+IS_MODES = ("truncate", "mask")
 LOG_RATIO_CLAMP = 20.0
 
 
@@ -28,10 +31,13 @@ def truncated_is_weights(
     response_mask: torch.Tensor,
     level: str = "token",
     threshold: float = 2.0,
+    mode: str = "truncate",
 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-    """Truncated IS weights π_trainer/π_rollout, (B, T), and their `sampling/*` metrics."""
+    """Truncated (or masked) IS weights π_trainer/π_rollout, (B, T), and their `sampling/*` metrics."""
     if level not in IS_LEVELS:
         raise ValueError(f"unknown importance-sampling level {level!r}; valid: {', '.join(IS_LEVELS)}")
+    if mode not in IS_MODES:
+        raise ValueError(f"unknown importance-sampling mode {mode!r}; valid: {', '.join(IS_MODES)}")
     if threshold <= 0:
         raise ValueError(f"importance-sampling threshold must be > 0, got {threshold}")
     valid = as_bool(response_mask)
@@ -43,7 +49,7 @@ def truncated_is_weights(
             masked_sum(log_ratio, valid, dim=-1).to(log_ratio.dtype).unsqueeze(-1).expand_as(log_ratio)
         )
     raw = zero_outside(torch.exp(torch.clamp(level_log_ratio, -LOG_RATIO_CLAMP, LOG_RATIO_CLAMP)), valid)
-    weights = torch.clamp(raw, max=threshold)
+    weights = torch.clamp(raw, max=threshold) if mode == "truncate" else raw.masked_fill(raw > threshold, 0.0)
     row_weight = masked_mean(weights, valid, dim=-1)
     non_empty = valid.any(dim=-1)
     metrics = {

@@ -2,7 +2,7 @@
 
 Single-sample estimators of KL(π‖π_ref) from the log-probs of the sampled tokens (Schulman,
 "Approximating KL divergence"): k1 = logp - ref; abs; k2 = ½(logp - ref)²; k3 = e^x - x - 1
-with x = clamp(ref - logp, ±20), clamped to ±10. A `+` suffix (`k1+`, `k3+`, ...) keeps the
+with x = clamp(ref - logp, ±20), clamped to ±10 (`k3_unclamped`: TRL's, neither). A `+` suffix (`k1+`, `k3+`, ...) keeps the
 base estimator's value but takes k2's gradient (`k2 - sg(k2) + sg(base)`), which is the unbiased
 gradient of KL; every `+` name is registered, so recipe names validate against the registry.
 
@@ -48,6 +48,13 @@ def k3(logprob: torch.Tensor, ref_logprob: torch.Tensor) -> torch.Tensor:
     """k3 = e^x - x - 1, x = ref - logp (clamped ±20, result clamped ±10): unbiased, non-negative."""
     x = torch.clamp(ref_logprob - logprob, min=-EXP_CLAMP, max=EXP_CLAMP)
     return torch.clamp(torch.exp(x) - x - 1, min=-K3_CLAMP, max=K3_CLAMP)
+
+
+@register_kl_estimator("k3_unclamped")
+def k3_unclamped(logprob: torch.Tensor, ref_logprob: torch.Tensor) -> torch.Tensor:
+    """k3 = e^x - x - 1, x = ref - logp, without rlrun's clamps: TRL's GRPO KL."""
+    x = ref_logprob - logprob
+    return torch.exp(x) - x - 1
 
 
 def _straight_through(base: KLEstimator, name: str) -> KLEstimator:

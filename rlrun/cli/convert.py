@@ -60,30 +60,54 @@ def convert_verl(
 def convert_trl(
     config: Annotated[
         Path,
-        typer.Argument(help="A TRL GRPOConfig YAML (as `trl grpo --config` reads it).", show_default=False),
+        typer.Argument(
+            help="A TRL GRPO config: a YAML as `trl grpo --config` reads it, or a script with a literal "
+            "GRPOConfig(...) call.",
+            show_default=False,
+        ),
     ],
     num_processes: Annotated[
-        int,
+        int | None,
         typer.Option(
-            "--num-processes", min=1, help="The processes TRL trained on: its batch sizes are per device."
+            "--num-processes",
+            min=1,
+            help="The processes TRL trained on (its batch sizes are per device); default: the config's "
+            "num_processes, else 1.",
+            show_default=False,
         ),
-    ] = 1,
+    ] = None,
+    trainer: Annotated[
+        str,
+        typer.Option(
+            "--trainer", help="The `trl` command the YAML was written for (grpo | rloo | sft | ...)."
+        ),
+    ] = "grpo",
+    dataset_rows: Annotated[
+        int | None,
+        typer.Option(
+            "--dataset-rows",
+            min=1,
+            help="The rows of a hub dataset's train split, which TRL's num_train_epochs needs (a local file is counted).",
+            show_default=False,
+        ),
+    ] = None,
     output: OutputOption = None,
 ) -> None:
-    """Turn a TRL GRPOConfig into an rlrun recipe, with a report of what mapped, what changed unit
+    """Turn a TRL GRPO config into an rlrun recipe, with a report of what mapped, what changed unit
     (TRL's per_device_train_batch_size counts samples per device, rlrun's actor.micro_batch_samples
-    samples over all processes) and what has no equivalent; then checked as `rlrun validate
-    --portable` does (exit code 2 when it does not validate).
+    samples over all processes) and what was ignored as unable to change the numbers; a key rlrun
+    cannot honour is refused (exit code 2, naming it). The recipe is then checked as `rlrun
+    validate --portable` does.
     """
     from rlrun.convert.recipe import ConvertError
     from rlrun.convert.trl import convert, read_config
 
     try:
-        settings, notes = read_config(config)
+        settings, notes = read_config(config, trainer)
+        conversion = convert(settings, str(config), num_processes, dataset_rows)
     except ConvertError as exc:
         err_console.print(Text(f"error: {exc}", style="red"), soft_wrap=True)
         raise typer.Exit(USER_ERROR) from None
-    conversion = convert(settings, str(config), num_processes)
     conversion.notes += notes
     _write_conversion(conversion, output)
 

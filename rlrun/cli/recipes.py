@@ -64,10 +64,10 @@ def validate(
             recipe, overrides or [], strict=strict, environment=not portable, import_modules=not no_import
         )
     if as_json:
-        print(json.dumps(validation_json(loaded), indent=2))
+        print(json.dumps(validation_json(loaded, here=not portable), indent=2))
         return
     console.print(f"[green]✓[/] {loaded.source_path} is a valid recipe.", soft_wrap=True)
-    console.print(summary_table(loaded))
+    console.print(summary_table(loaded, here=not portable))
     console.print(batch_plan_table(loaded))
     print_issues(loaded.notices, "notice", "yellow")
 

@@ -141,9 +141,9 @@ def algorithm_label(meta: dict[str, Any]) -> str:
 
 
 def setup_label(meta: dict[str, Any]) -> str:
-    """`1×cpu, float32` or `16×cuda, 2 machines, fsdp2, bfloat16, amp bf16`: meta.json's `setup`
-    (processes × device, machines, strategy, dtype, Accelerate's mixed precision); `?` for a run
-    that predates it."""
+    """`1×cpu, float32` or `16×cuda, 2 machines, fsdp2, bfloat16, amp bf16, vllm (vllm 0.32.0 on
+    cuda)`: meta.json's `setup` (processes × device, machines, strategy, dtype, Accelerate's mixed
+    precision, a rollout engine other than hf); `?` for a run that predates it."""
     setup = meta.get("setup") or {}
     if not setup:
         return "?"
@@ -153,6 +153,7 @@ def setup_label(meta: dict[str, Any]) -> str:
         None if setup.get("strategy") in (None, "none") else str(setup["strategy"]),
         str(setup.get("dtype", "?")),
         None if setup.get("mixed_precision") in (None, "no") else f"amp {setup['mixed_precision']}",
+        None if setup.get("rollout_engine") in (None, "hf") else str(setup["rollout_engine"]),
     ]
     return ", ".join(part for part in parts if part)
 

@@ -36,7 +36,7 @@ class Row:
     key: str
     value: Any
     origin: str  # "set" (by the user) | "default" (the other stack's)
-    kind: str  # mapped | converted (value or unit changed) | no value | no equivalent | unknown
+    kind: str  # mapped | converted (value or unit changed) | no value | no equivalent | ignored | unknown
     rlrun_key: str | None = None
     rlrun_value: Any = None
     note: str = ""
@@ -58,6 +58,10 @@ class Conversion:
             ("mapped", "mapped"),
             ("not converted: no value could be worked out here", "no value"),
             ("no rlrun equivalent (left out)", "no equivalent"),
+            (
+                "ignored: cannot change the numbers, or the other stack's default that rlrun does too",
+                "ignored",
+            ),
             (f"not a {self.stack} key rlrun knows (left out)", "unknown"),
         ]
         for title, kind in sections:

@@ -22,6 +22,7 @@ def load_prompt_datasets(data: Data, tokenizer: Any) -> tuple[PromptDataset, Pro
         "prompt_key": data.prompt_key,
         "answer_key": data.answer_key,
         "apply_chat_template": data.apply_chat_template,
+        "chat_template_kwargs": data.chat_template_kwargs,
         "system_prompt": data.system_prompt,
         "prompt_template": data.prompt_template,
         "max_prompt_tokens": data.max_prompt_tokens,

@@ -15,7 +15,7 @@ from rlrun.schema.data import PROMPT_PLACEHOLDER
 
 logger = logging.getLogger("rlrun.data")
 
-ChatTemplateMode = Literal["auto", True, False]
+ChatTemplateMode = Literal["auto", "messages", True, False]
 OverlongPolicy = Literal["drop", "truncate", "error"]
 VERL_ANSWER_KEY = "reward_model.ground_truth"  # used when the configured answer key is absent
 
@@ -50,6 +50,7 @@ class PromptDataset:
     extra: dict[str, list[Any]] = field(default_factory=dict)  # other columns, passed to rewards
     report: LengthReport | None = None
     chat: bool = False  # the records' prompts were chat messages (TRL-style rewards see messages)
+    messages: list[list[dict[str, Any]]] = field(default_factory=list)  # each prompt as chat messages
 
     def __len__(self) -> int:
         return len(self.prompts)
@@ -62,6 +63,7 @@ class PromptDataset:
             [self.ground_truths[i] for i in indices],
             {k: [col[i] for i in indices] for k, col in self.extra.items()},
             chat=self.chat,
+            messages=[self.messages[i] for i in indices] if self.messages else [],
         )
 
 
@@ -114,6 +116,7 @@ def build_prompt_dataset(
     prompt_key: str = "prompt",
     answer_key: str = "answer",
     apply_chat_template: ChatTemplateMode | str = "auto",
+    chat_template_kwargs: dict[str, Any] | None = None,
     system_prompt: str | None = None,
     prompt_template: str = PROMPT_PLACEHOLDER,
     max_prompt_tokens: int | None = None,
@@ -124,7 +127,8 @@ def build_prompt_dataset(
 
     ``prompt_template`` wraps each prompt (a message list: its last user message), replacing
     ``{prompt}``; ``system_prompt`` becomes the system message of prompts that have none (the
-    first line of the text without a chat template).
+    first line of the text without a chat template). ``chat_template_kwargs`` go to the chat
+    template (Qwen3's ``enable_thinking``).
 
     Over-long prompts are dropped, truncated (keeping their last tokens: the end of the
     question and the generation prompt) or raise, per ``overlong``; counts are in ``.report``.
@@ -134,10 +138,20 @@ def build_prompt_dataset(
         raise ValueError(f"overlong must be drop | truncate | error, got {overlong!r}")
     use_template = _use_chat_template(tokenizer, apply_chat_template, name)
     raw_prompts = [_field(r, prompt_key, i, name) for i, r in enumerate(records)]
+    if (
+        apply_chat_template == "messages"
+        and not use_template
+        and any(isinstance(p, list) for p in raw_prompts)
+    ):
+        raise DataError(name, "the prompts are chat messages but the tokenizer has no chat template")
     truths = [_answer(r, answer_key, i, name) for i, r in enumerate(records)]
     messages = [_messages(p, system_prompt, prompt_template, i, name) for i, p in enumerate(raw_prompts)]
-    texts = [_render(m, tokenizer, use_template) for m in messages]
-    ids = tokenizer(texts, add_special_tokens=not use_template)["input_ids"] if texts else []
+    # "messages" (TRL's rule): only prompts written as chat messages get the template
+    templated = [
+        use_template and (apply_chat_template != "messages" or isinstance(p, list)) for p in raw_prompts
+    ]
+    texts = [_render(m, tokenizer, t, chat_template_kwargs or {}) for m, t in zip(messages, templated)]
+    ids = _tokenize(tokenizer, texts, templated)
     top_keys = {prompt_key.split(".")[0], answer_key.split(".")[0]}
     extra_keys = sorted({k for r in records for k in r} - top_keys)
     extra = {k: [r.get(k) for r in records] for k in extra_keys}
@@ -165,7 +179,8 @@ def build_prompt_dataset(
     )
     if too_long:
         logger.warning("%s: %s", name, report)
-    dataset = PromptDataset(texts, ids, truths, extra, chat=any(isinstance(p, list) for p in raw_prompts))
+    chat = any(isinstance(p, list) for p in raw_prompts)
+    dataset = PromptDataset(texts, ids, truths, extra, chat=chat, messages=messages)
     dataset = dataset.take(list(keep))
     dataset.report = report
     if not len(dataset):
@@ -173,8 +188,22 @@ def build_prompt_dataset(
     return dataset
 
 
+def _tokenize(tokenizer: Any, texts: list[str], templated: list[bool]) -> list[list[int]]:
+    """Token ids of `texts`; a templated text holds its special tokens already."""
+    ids: list[list[int]] = [[] for _ in texts]
+    for flag in (True, False):
+        rows = [i for i, t in enumerate(templated) if t == flag]
+        if rows:
+            encoded = tokenizer([texts[i] for i in rows], add_special_tokens=not flag)["input_ids"]
+            for i, row in zip(rows, encoded):
+                ids[i] = row
+    return ids
+
+
 def _use_chat_template(tokenizer: Any, mode: ChatTemplateMode | str, name: str) -> bool:
     has_template = bool(getattr(tokenizer, "chat_template", None))
+    if mode == "messages":
+        return has_template
     if mode in (True, "true"):
         if not has_template:
             raise DataError(name, "data.apply_chat_template is true but the tokenizer has no chat template")
@@ -182,7 +211,7 @@ def _use_chat_template(tokenizer: Any, mode: ChatTemplateMode | str, name: str) 
     if mode in (False, "false"):
         return False
     if mode != "auto":
-        raise ValueError(f"apply_chat_template must be auto | true | false, got {mode!r}")
+        raise ValueError(f"apply_chat_template must be auto | messages | true | false, got {mode!r}")
     return has_template
 
 
@@ -208,9 +237,13 @@ def _messages(
     return messages
 
 
-def _render(messages: list[dict[str, Any]], tokenizer: Any, use_template: bool) -> str:
+def _render(
+    messages: list[dict[str, Any]], tokenizer: Any, use_template: bool, template_kwargs: dict[str, Any]
+) -> str:
     if use_template:
-        return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+        return tokenizer.apply_chat_template(
+            messages, tokenize=False, add_generation_prompt=True, **template_kwargs
+        )
     return "\n".join(str(m["content"]) for m in messages)
 
 

@@ -4,7 +4,7 @@ The built-in recipes live in `builtin/` (package data; `recipes/` at the repo ro
 
 from rlrun.recipes.builtin import builtin_descriptions, builtin_names, copy_builtin
 from rlrun.recipes.loader import LoadedRecipe, load_recipe, resolve_recipe_path
-from rlrun.recipes.plan import BatchPlan, algorithm_summary, batch_plan
+from rlrun.recipes.plan import BatchPlan, algorithm_summary, batch_plan, engine_summary
 from rlrun.recipes.provenance import Provenance, Source
 
 __all__ = [
@@ -17,6 +17,7 @@ __all__ = [
     "builtin_descriptions",
     "builtin_names",
     "copy_builtin",
+    "engine_summary",
     "load_recipe",
     "resolve_recipe_path",
 ]

@@ -196,9 +196,20 @@ def check_names(recipe: Recipe, provenance: Provenance, *, execute: bool = True)
 def _reward_kwargs_issues(
     index: int, function: RewardFunction, fn: Any, provenance: Provenance
 ) -> Iterator[ConfigIssue]:
-    """A reward entry's `kwargs` must name parameters of its function (rlrun.rewards.styles)."""
-    from rlrun.rewards.styles import unaccepted_kwargs
+    """A reward entry's `kwargs` must name parameters of its function, and give a factory (TRL's
+    `get_soft_overlong_punishment`) every argument it needs (rlrun.rewards.styles)."""
+    from rlrun.rewards.styles import missing_factory_arguments, unaccepted_kwargs
 
+    missing = missing_factory_arguments(fn, function.kwargs)
+    if missing:
+        yield provenance.issue(
+            ("reward", "functions", index, "kwargs"),
+            f"{function.fn} builds a reward function from {', '.join(map(repr, missing))}, which `kwargs` "
+            "does not give",
+            code="reward-kwargs",
+            expected="kwargs with every argument of the factory",
+            fix=f"add {', '.join(f'{m}: ...' for m in missing)} to the entry's kwargs",
+        )
     unknown = unaccepted_kwargs(fn, function.kwargs)
     if unknown:
         yield provenance.issue(

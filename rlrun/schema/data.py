@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
@@ -38,14 +38,16 @@ class Data(Section):
     """The record key holding the prompt; dotted keys reach into nested records (verl: reward_model.ground_truth)"""
     answer_key: str = Field("answer", min_length=1)
     """The record key holding the reference answer (dotted keys reach into nested records)."""
-    apply_chat_template: Literal["auto", True, False] = "auto"
-    """Wrap each prompt in the tokenizer's chat template: true | false | auto = when the tokenizer has one"""
+    apply_chat_template: Literal["auto", "messages", True, False] = "auto"
+    """Wrap each prompt in the tokenizer's chat template: true | false | auto = when the tokenizer has one | messages = chat-message prompts only, text as it is (TRL)"""
+    chat_template_kwargs: dict[str, Any] = Field(default_factory=dict)
+    """Keywords for the tokenizer's chat template, e.g. {enable_thinking: false} (TRL's chat_template_kwargs)."""
     system_prompt: str | None = None
     """an instruction sent before every prompt (the system message), e.g. the answer format; null = none"""
     prompt_template: str = PROMPT_PLACEHOLDER
     """text around each dataset prompt; {prompt} marks where it goes (it must appear)"""
-    max_prompt_tokens: PositiveInt = 64
-    """Longest prompt in tokens; longer ones are handled by overlong_prompts."""
+    max_prompt_tokens: PositiveInt | None = 64
+    """Longest prompt in tokens; longer ones are handled by overlong_prompts (null = no limit, as in TRL)."""
     overlong_prompts: Literal["drop", "truncate", "error"] = "drop"
     """What happens to a longer prompt: drop | truncate | error"""
     shuffle: bool = True

@@ -8,6 +8,10 @@ from pydantic import Field
 
 from rlrun.schema.base import NonNegativeInt, PositiveInt, Section
 
+# The temperatures vLLM samples at as given (vLLM 0.30-0.32's SamplingParams): it refuses one
+# above 2 and silently raises one below 0.01 to 0.01. Checked at validation for engine: vllm.
+VLLM_TEMPERATURE = (0.01, 2.0)
+
 
 class ImportanceSampling(Section):
     """Truncated importance weights for the rollout engine / trainer log-prob mismatch."""
@@ -16,15 +20,21 @@ class ImportanceSampling(Section):
     """Weights per token, one per sequence, or none: off | token | sequence"""
     cap: Annotated[float, Field(ge=1)] = 2.0
     """Upper bound of each truncated importance weight (>= 1)."""
+    mode: Literal["truncate", "mask"] = "truncate"
+    """A weight above cap: truncate = cut to cap (verl's TIS) | mask = 0 (TRL's *_mask modes)"""
 
 
 class Vllm(Section):
     gpu_memory_utilization: Annotated[float, Field(gt=0, le=1)] = 0.5
-    """Share of the GPU's memory vLLM may take, 0 to 1."""
+    """Share of the GPU's memory vLLM may take, 0 to 1 (CUDA; vLLM's CPU build sizes its KV cache
+    for rollout.max_batch_samples sequences instead)."""
     tensor_parallel_size: PositiveInt = 1
     """GPUs one vLLM engine spans."""
     enable_sleep_mode: bool = False
-    """Free vLLM's weights and KV cache while the trainer runs (woken for each generation)."""
+    """Free vLLM's weights and KV cache while the trainer runs (woken for each generation; CUDA only)."""
+    enforce_eager: bool | None = None
+    """Run vLLM's model without torch.compile (and CUDA graphs): true | false | null = eager on
+    vLLM's CPU build, where compiling costs minutes at every start, compiled on CUDA."""
 
 
 class Rollout(Section):
@@ -37,7 +47,7 @@ class Rollout(Section):
     min_response_tokens: NonNegativeInt = 0  # EOS masked until then
     """EOS is masked until this many tokens (fixed-length benchmarks)"""
     temperature: Annotated[float, Field(gt=0)] = 1.0
-    """Sampling temperature; log-probs are taken under the same temperature."""
+    """Sampling temperature; log-probs are taken under the same temperature (vllm: 0.01 to 2)."""
     top_p: Annotated[float, Field(gt=0, le=1)] = 1.0
     """Nucleus sampling: keep the smallest set of tokens with this much probability (1 = off)."""
     top_k: NonNegativeInt = 0

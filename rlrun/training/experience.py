@@ -16,7 +16,7 @@ import torch
 
 from rlrun.algorithms.reward_shaping import group_filter, overlong_penalty
 from rlrun.data import PromptDataset, PromptSampler
-from rlrun.rewards import RewardCombiner, RewardOutput
+from rlrun.rewards import RewardCombiner, RewardOutput, TrlContext
 from rlrun.rollout import FINISH_LENGTH, RolloutEngine, SamplingParams
 from rlrun.schema.algorithm import GroupFilter
 from rlrun.schema.reward import OverlongShaping
@@ -132,6 +132,9 @@ class ExperienceCollector:
                 repeat(data.prompts),
                 completions,
                 repeat(data.ground_truths),
+                context=TrlContext.of_rollout(
+                    rollout.response_ids, rollout.response_mask, repeat(data.messages) if data.chat else None
+                ),
                 **{k: repeat(col) for k, col in data.extra.items()},
             )
             lengths = rollout.response_lengths.to(self.device)

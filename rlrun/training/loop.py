@@ -161,6 +161,7 @@ def training_step(s: Session, step: int) -> tuple[dict[str, float], Experience]:
                     mask,
                     r.rollout.importance_sampling.level,
                     r.rollout.importance_sampling.cap,
+                    r.rollout.importance_sampling.mode,
                 )
                 metrics |= is_metrics
             if s.advantage_needs.needs_old_log_probs:
@@ -200,7 +201,8 @@ def training_step(s: Session, step: int) -> tuple[dict[str, float], Experience]:
                 )
         lr = s.scheduler.get_last_lr()[0]  # the rate this step's updates used
         s.scheduler.step()
-        s.engine.sync_weights(s.unwrapped_policy)
+        with timer("sync"):
+            s.engine.sync_weights(s.unwrapped_policy)
 
     metrics |= batch_metrics(exp, token_level_scores, token_level_rewards, advantages, returns, values)
     metrics |= {

@@ -63,7 +63,8 @@ def batch_metrics(
         "prompt_length/mean": prompt_lengths.float().mean(),
         "reward/acc/mean": exp.reward.acc.mean(),
     }
-    out |= {f"reward/{name}/mean": column.mean() for name, column in exp.reward.components.items()}
+    # nanmean: a sample a function did not apply to (None, TRL's convention) is left out
+    out |= {f"reward/{name}/mean": column.nanmean() for name, column in exp.reward.components.items()}
     if values is not None:
         v, ret = values[valid], returns[valid]
         out["critic/values/mean"] = v.mean()

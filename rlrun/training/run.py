@@ -213,11 +213,13 @@ class Run:
         self.stalls_reported: set[str] = set()
 
     def _setup(self) -> dict[str, Any]:
+        engine = getattr(self.session.engine, "description", self.recipe.rollout.engine)
         return run_setup(
             self.session.accelerator,
             self.recipe.model.dtype,
             self.recipe.trainer.autocast,
             strategy=self.session.strategy,
+            engine=engine,
         )
 
     def _new_meta(self, loaded: LoadedRecipe, overrides: list[str]) -> dict[str, Any]:
@@ -495,6 +497,7 @@ def train(
         with gathered(s.policy):
             norm = weight_norm(s.unwrapped_policy)
         for step in range(s.step + 1, total + 1):
+            s.reward_fn.trainer_state.global_step, s.reward_fn.trainer_state.max_steps = step, total
             try:
                 metrics, experience = training_step(s, step)
             except RuntimeError as exc:  # sampling from a policy that broke without being caught

@@ -224,7 +224,15 @@ class Session:
             self.unwrapped_policy,
             self.tokenizer,
             max_batch_samples=r.rollout.max_batch_samples,
-            **({"vllm": r.rollout.vllm} if r.rollout.engine == "vllm" else {}),
+            # the longest prompt the data keeps plus the longest response: what vLLM's KV cache holds
+            **(
+                {
+                    "vllm": r.rollout.vllm,
+                    "max_model_len": r.data.max_prompt_tokens + r.rollout.max_response_tokens,
+                }
+                if r.rollout.engine == "vllm"
+                else {}
+            ),
         )
         self.reward_fn = RewardCombiner(
             r.reward.functions,

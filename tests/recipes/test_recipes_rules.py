@@ -153,6 +153,20 @@ def test_min_response_tokens_must_not_exceed_the_maximum(write, only_error):
     load_recipe("grpo", ("rollout.min_response_tokens=8",))
 
 
+@pytest.mark.parametrize(("temperature", "line"), [(2.5, 4), (0.005, 4)])
+def test_vllm_samples_only_within_its_temperature_range(write, temperature, line):
+    write("r.yaml", f"extends: grpo\nrollout:\n  engine: vllm\n  temperature: {temperature}\n")
+    with pytest.raises(RecipeError) as caught:
+        load_recipe("r.yaml", environment=False)  # an error of the recipe itself, on any machine
+    [issue] = caught.value.issues
+    assert (issue.code, issue.key, issue.line) == ("temperature-outside-engine", "rollout.temperature", line)
+    assert issue.expected == "0.01 <= rollout.temperature <= 2 with rollout.engine: vllm"
+    assert issue.found == f"rollout.temperature: {temperature:g}"
+    for fine in ("rollout.temperature=2.0", "rollout.temperature=0.01"):
+        load_recipe("r.yaml", [fine], environment=False)
+    assert load_recipe("r.yaml", ["rollout.engine=hf"]).recipe.rollout.temperature == temperature
+
+
 def test_samples_must_split_into_mini_batches(write, only_error):
     write("r.yaml", "extends: grpo\ntrainer:\n  prompts_per_step: 12\n")
     assert only_error("r.yaml").format() == (
@@ -443,6 +457,6 @@ def test_a_value_fitting_no_form_of_a_union_is_one_issue(write, errors):
         ),
         (
             "r.yaml, line 6, column 3, `data.apply_chat_template`: not one of the allowed values. Expected "
-            'one of auto, true, false. Found "maybe". Fix: use one of the allowed values.'
+            'one of auto, messages, true, false. Found "maybe". Fix: use one of the allowed values.'
         ),
     ]

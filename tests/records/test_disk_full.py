@@ -13,7 +13,8 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from rlrun.cli import RUN_FAILED, app
+from rlrun.cli import app
+from rlrun.cli._app import RUN_FAILED
 from rlrun.records import rundir
 from rlrun.records.sinks import JsonlSink
 

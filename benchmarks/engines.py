@@ -1,0 +1,105 @@
+"""The hf rollout engine against the vllm engine (vLLM's CPU build) on SmolLM2-135M, on this CPU.
+
+    python benchmarks/engines.py                  # both shapes, 4 steps a run, A B B A
+    python benchmarks/engines.py --quick          # the recipe's shape only, 3 steps a run
+
+Run it in a venv with vLLM's CPU build and `rlrun[real]` (README, "The vLLM engine"). Each run is
+`rlrun train real/grpo_smollm2` in its own subprocess with one engine, the evaluations small, in
+the order hf, vllm, vllm, hf per shape, so slow drift of a shared machine cancels. From each
+run's metrics.jsonl, steps after the first (vLLM's first generation and both engines' first
+step carry one-off costs): rollout tokens/s (`response_length/mean` x samples / `timing_s/gen`),
+weight-sync seconds (`timing_s/sync`) and whole-step seconds (`timing_s/step`); and the build time
+of the run (start to first step). The 1-minute load average is printed before and after each run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+RECIPE = "real/grpo_smollm2"
+# (name, overrides): the recipe's own shape, and a larger one
+SHAPES = {
+    "8x4, 32 tokens": [],
+    "32x8, 256 tokens": [
+        "trainer.prompts_per_step=32",
+        "rollout.n=8",
+        "rollout.max_response_tokens=256",
+        "actor.mini_batch_samples=256",
+        "actor.micro_batch_samples=16",
+    ],
+}
+ORDER = ("hf", "vllm", "vllm", "hf")
+
+
+def run_once(engine: str, overrides: list[str], steps: int, work: Path) -> dict[str, float]:
+    run_dir = work / f"{engine}-{time.monotonic_ns()}"
+    command = [
+        sys.executable,
+        "-m",
+        "rlrun",
+        "train",
+        RECIPE,
+        f"rollout.engine={engine}",
+        f"trainer.total_steps={steps}",
+        "trainer.eval.prompts=8",  # evaluations (start, end) are not timed here: keep them small
+        "logging.console.enabled=false",
+        *overrides,
+        "--run-dir",
+        str(run_dir),
+    ]
+    load_before = os.getloadavg()[0]
+    start = time.monotonic()
+    subprocess.run(command, check=True, cwd=work, capture_output=True, text=True)
+    wall = time.monotonic() - start
+    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    trained = [r for r in rows if "timing_s/gen" in r]
+    steps_done = trained[1:]  # the first carries one-off costs
+    # `samples` counts the samples trained on so far
+    tokens = [r["response_length/mean"] * (r["samples"] - p["samples"]) for p, r in zip(trained, steps_done)]
+    return {
+        "tokens_per_s": sum(tokens) / sum(r["timing_s/gen"] for r in steps_done),
+        "sync_s": statistics.median(r["timing_s/sync"] for r in steps_done),
+        "step_s": statistics.median(r["timing_s/step"] for r in steps_done),
+        "run_wall_s": wall,
+        "load_before": load_before,
+        "load_after": os.getloadavg()[0],
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="the recipe's shape only, 3 steps a run")
+    args = parser.parse_args()
+    shapes = {k: v for k, v in SHAPES.items() if not args.quick or not v}
+    steps = 3 if args.quick else 4
+    print(
+        f"{RECIPE}, {steps} steps a run (the first not counted), order {' '.join(ORDER)}; cores: {os.cpu_count()}"
+    )
+    with tempfile.TemporaryDirectory() as tmp:
+        for shape, overrides in shapes.items():
+            results: dict[str, list[dict[str, float]]] = {"hf": [], "vllm": []}
+            for engine in ORDER:
+                result = run_once(engine, overrides, steps, Path(tmp))
+                results[engine].append(result)
+                print(
+                    f"{shape:18} {engine:5} " + "  ".join(f"{k} {v:.3g}" for k, v in result.items()),
+                    flush=True,
+                )
+            for engine, runs in results.items():
+                mean = {k: statistics.fmean(r[k] for r in runs) for k in ("tokens_per_s", "sync_s", "step_s")}
+                print(
+                    f"{shape:18} {engine:5} mean of {len(runs)}: {mean['tokens_per_s']:.1f} rollout tokens/s, "
+                    f"sync {mean['sync_s']:.3f} s, step {mean['step_s']:.2f} s"
+                )
+
+
+if __name__ == "__main__":
+    main()
