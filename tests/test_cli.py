@@ -104,7 +104,10 @@ def test_show_resolves_and_marks_provenance(tmp_path, monkeypatch):
     assert resolved["algorithm"]["group_filter"]["enabled"] is True
 
     result = runner.invoke(app, ["show", "my.yaml", "rollout.temperature=0.9", "--provenance"])
-    lines = {line.split(":")[0].strip(): line for line in result.stdout.splitlines()}
+    # the first line of each key name (rollout.temperature comes before trainer.eval.temperature)
+    lines = {}
+    for line in result.stdout.splitlines():
+        lines.setdefault(line.split(":")[0].strip(), line)
     assert lines["total_steps"].endswith("# file my.yaml:3")
     assert lines["temperature"].endswith("# override rollout.temperature=0.9")
     assert lines["top_p"].endswith("# default")
@@ -130,8 +133,8 @@ def test_recipes_lists_and_copies(tmp_path):
     assert result.exit_code == 0
     for name in builtin_names():
         assert name in result.stdout
-    # printed as text: rich markup would swallow the extra's `[vllm]`
-    assert "the `rlrun[vllm]` extra" in " ".join(result.stdout.split())
+    # printed as text: rich markup would swallow the extra's `[real]`
+    assert "pip install 'rlrun[real]'" in " ".join(result.stdout.split())
     assert "DAPO: clip-higher" in result.stdout
 
     target = tmp_path / "my.yaml"
@@ -150,6 +153,8 @@ def test_components_lists_registered_names():
     assert result.exit_code == 0
     for name in ("advantage", "grpo", "policy_loss", "gspo", "rlrun:exact_match", "rollout_engine", "vllm"):
         assert name in result.stdout
+    # printed as text: rich markup would swallow the extra's `[vllm]`
+    assert "the `rlrun[vllm]` extra" in " ".join(result.stdout.split())
 
 
 def test_validate_portable_checks_a_gpu_recipe_here_without_the_gpu():

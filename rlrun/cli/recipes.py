@@ -114,7 +114,7 @@ def recipes(ctx: typer.Context) -> None:
 
     table = Table(show_header=False, box=None, padding=(0, 2))
     for name, description in builtin_descriptions().items():
-        table.add_row(f"[bold]{name}[/]", description)
+        table.add_row(Text(name, style="bold"), Text(description))  # text: "rlrun[real]" keeps its brackets
     console.print(table)
 
 

@@ -33,8 +33,8 @@ class Vllm(Section):
     enable_sleep_mode: bool = False
     """Free vLLM's weights and KV cache while the trainer runs (woken for each generation; CUDA only)."""
     enforce_eager: bool | None = None
-    """Run vLLM's model without torch.compile (and CUDA graphs): true | false | null = eager on
-    vLLM's CPU build, where compiling costs minutes at every start, compiled on CUDA."""
+    """Run vLLM's model without torch.compile (and CUDA graphs); compiling costs minutes at every
+    start on vLLM's CPU build. true | false | null = eager on the CPU build, compiled on CUDA."""
 
 
 class Rollout(Section):

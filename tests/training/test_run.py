@@ -46,6 +46,8 @@ def _fake_session(recipe, warn):
         ),
         step=0,
         unwrapped_policy=torch.nn.Linear(2, 2),
+        engine=None,
+        strategy="none",
     )
 
 
@@ -177,11 +179,11 @@ def test_a_second_signal_while_the_end_is_recorded_still_leaves_the_status_writt
     run.logger = SimpleNamespace(close=lambda status: None)
     run.dir = SimpleNamespace(path=tmp_path, checkpoints=tmp_path / "checkpoints", release=lambda: None)
 
-    def update_meta(**fields):
+    def record_end(**fields):
         os.kill(os.getpid(), signal.SIGINT)  # the impatient second signal, mid-write
         written.append(fields["status"])
 
-    run.dir.update_meta = update_meta
+    run.dir.record_end = record_end
     del run.close  # the real one
     with run.supervise():
         os.kill(os.getpid(), signal.SIGTERM)
