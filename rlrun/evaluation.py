@@ -21,7 +21,7 @@ import torch
 from rlrun.data.dataset import PromptDataset
 from rlrun.rewards import RewardCombiner, TrlContext
 from rlrun.rewards.answers import extract_answer, normalize_answer
-from rlrun.rollout.base import RolloutEngine, SamplingParams
+from rlrun.rollout.engine import RolloutEngine, SamplingParams
 from rlrun.schema.reward import RewardFunction
 
 if TYPE_CHECKING:

@@ -41,7 +41,7 @@ python -m pytest -q -m gpu tests/rollout/test_vllm.py -p no:cacheprovider
 echo "== 2. rollout throughput and sync time"
 python - <<'EOF'
 import os, time, torch
-from rlrun.rollout.base import SamplingParams
+from rlrun.rollout.engine import SamplingParams
 from rlrun.rollout.vllm import VLLMRolloutEngine
 from rlrun.training.models import load_causal_lm, load_tokenizer
 

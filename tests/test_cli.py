@@ -193,7 +193,7 @@ def test_train_relaunches_with_the_recipes_strategy(monkeypatch):
 @pytest.fixture
 def run_dir(tmp_path: Path) -> Path:
     """A run directory as `rlrun train` leaves it, as far as resuming reads before training."""
-    from rlrun.recipes.render import to_yaml
+    from rlrun.recipes.yaml_dump import to_yaml
 
     (tmp_path / "resolved.yaml").write_text(to_yaml(load_recipe("grpo", ["trainer.strategy=fsdp2"]).data))
     return tmp_path
@@ -224,10 +224,10 @@ def test_resume_relaunches_with_the_topology_and_the_runs_strategy(monkeypatch, 
 
 @pytest.mark.parametrize("command", [["resume"], ["train", "--resume"]])
 def test_resume_passes_profile_on_to_the_run(monkeypatch, run_dir, command):
-    import rlrun.cli.run
+    import rlrun.cli.train
 
     seen = []
-    monkeypatch.setattr(rlrun.cli.run, "_train", lambda loaded, options, overrides: seen.append(options))
+    monkeypatch.setattr(rlrun.cli.train, "_train", lambda loaded, options, overrides: seen.append(options))
     result = runner.invoke(app, [*command, str(run_dir), "--profile"])
     assert result.exit_code == 0, result.output
     assert [(o.run_dir, o.resume, o.profile) for o in seen] == [(run_dir, True, True)]

@@ -83,15 +83,15 @@ MAPPED = {
         "tests/sweep/test_sweep_slurm.py::test_the_sbatch_script_asks_for_what_the_options_say"
     ),
     "rlrun eval runs/rlhf_grpo/checkpoints/step_000150": (
-        "tests/training/test_standalone_eval.py::test_eval_of_a_checkpoint_equals_the_runs_own_validation"
+        "tests/training/test_checkpoint_eval.py::test_eval_of_a_checkpoint_equals_the_runs_own_validation"
     ),
     "rlrun eval runs/grpo/checkpoints/step_000150 --reward rlrun:exact_match "
     "--reward '{model: rlrun:tiny-reward, score: probability}'": (
-        "tests/training/test_standalone_eval.py::"
+        "tests/training/test_checkpoint_eval.py::"
         "test_eval_of_a_model_on_a_file_of_prompts_with_k_samples_and_rewards_named_on_the_command_line"
     ),
     "rlrun eval rlrun:tiny-base --data my_prompts.jsonl -k 8 --out eval.json": (
-        "tests/training/test_standalone_eval.py::"
+        "tests/training/test_checkpoint_eval.py::"
         "test_eval_of_a_model_on_a_file_of_prompts_with_k_samples_and_rewards_named_on_the_command_line"
     ),
 }

@@ -8,7 +8,7 @@ from rlrun.embedded import resolve_model_path
 from rlrun.evaluation import evaluate
 from rlrun.rewards import RewardCombiner
 from rlrun.rollout import ROLLOUT_ENGINES
-from rlrun.rollout.base import SamplingParams
+from rlrun.rollout.engine import SamplingParams
 from rlrun.schema.data import Data
 from rlrun.schema.reward import RewardFunction
 

@@ -6,7 +6,7 @@ paragraphs and exits with code 2, never with a traceback.
 | module       | commands                                                 |
 | ------------ | -------------------------------------------------------- |
 | `recipes.py` | validate, show, schema, recipes (list, copy), components |
-| `run.py`     | train, resume, export                                    |
+| `train.py`   | train, resume, export                                    |
 | `eval.py`    | eval                                                     |
 | `compare.py` | compare                                                  |
 | `sweep.py`   | sweep                                                    |
@@ -19,7 +19,7 @@ its group; wrap library calls that can raise user errors in `with user_errors():
 
 # Each module registers its commands on import; `rlrun --help` lists them in this order.
 # isort: off
-from rlrun.cli import recipes, run, eval, compare, sweep, convert  # noqa: F401
+from rlrun.cli import recipes, train, eval, compare, sweep, convert  # noqa: F401
 from rlrun.cli._app import app
 
 # isort: on

@@ -72,10 +72,10 @@ def compare_command(
 ) -> None:
     """Compare runs: what changed between them (config), and what it did (metrics, health)."""
     from rlrun.compare.comparison import CompareOptions, compare, to_json
-    from rlrun.compare.groups import expand_sweep_folders
     from rlrun.compare.inputs import load_input
     from rlrun.compare.render import render
     from rlrun.compare.runs import RunReadError
+    from rlrun.compare.seed_groups import expand_sweep_folders
     from rlrun.compare.stats import TargetError, parse_target
 
     if plot is not None:

@@ -17,7 +17,7 @@ from rlrun.recipes import load_recipe
 from rlrun.recipes.inherit import display_path
 
 if TYPE_CHECKING:
-    from rlrun.convert.recipe import Conversion
+    from rlrun.convert.conversion import Conversion
 
 convert_app = typer.Typer(help="Recipes from other stacks' configurations.", no_args_is_help=True)
 app.add_typer(convert_app, name="convert")
@@ -48,7 +48,7 @@ def convert_verl(
     equivalent. The recipe is then checked as `rlrun validate --portable` does; exit code 2 when
     the input cannot be read or the recipe does not validate.
     """
-    from rlrun.convert.recipe import ConvertError
+    from rlrun.convert.conversion import ConvertError
     from rlrun.convert.verl import convert, read_source
 
     try:
@@ -102,7 +102,7 @@ def convert_trl(
     cannot honour is refused (exit code 2, naming it). The recipe is then checked as `rlrun
     validate --portable` does.
     """
-    from rlrun.convert.recipe import ConvertError
+    from rlrun.convert.conversion import ConvertError
     from rlrun.convert.trl import convert, read_config
 
     try:

@@ -95,7 +95,7 @@ def eval_command(
     maj@k, mean reward per component and response lengths — the same evaluation a run logs as
     `val/*`, so a checkpoint reproduces its run's figures at that step."""
     from rlrun.embedded import UnknownEmbeddedModelError
-    from rlrun.training.standalone_eval import (
+    from rlrun.training.checkpoint_eval import (
         eval_overrides,
         eval_report,
         eval_table,

@@ -82,7 +82,7 @@ def show(
 ) -> None:
     """Print the fully resolved recipe (after `extends` and overrides) as YAML. Like `validate`, it
     imports the reward and plugin modules the recipe names (their top-level code runs)."""
-    from rlrun.recipes.render import to_yaml
+    from rlrun.recipes.yaml_dump import to_yaml
 
     with user_errors():
         loaded = load_recipe(recipe, overrides or [])

@@ -10,7 +10,9 @@ from typing import Any
 
 from rlrun.compare.comparability import Incomparability, check_comparability
 from rlrun.compare.diff import MISSING, DiffRow, diff_recipes
-from rlrun.compare.groups import (
+from rlrun.compare.health import HealthFlag, health_flags
+from rlrun.compare.runs import RunRecord
+from rlrun.compare.seed_groups import (
     SEED_PATH,
     GroupMetricRow,
     GroupTarget,
@@ -20,8 +22,6 @@ from rlrun.compare.groups import (
     group_targets,
     seed_groups,
 )
-from rlrun.compare.health import HealthFlag, health_flags
-from rlrun.compare.runs import RunRecord
 from rlrun.compare.stats import MetricRow, Target, TargetHit, first_reaching, metric_rows, select_metrics
 
 # Metrics that move with the seed as much as with a change of setting (see docs/compare.md, "Seeds first").

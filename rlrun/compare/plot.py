@@ -8,9 +8,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from rlrun.compare.groups import SeedGroup
 from rlrun.compare.intervals import summarize
 from rlrun.compare.runs import RunReadError, RunRecord
+from rlrun.compare.seed_groups import SeedGroup
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure

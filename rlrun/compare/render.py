@@ -15,8 +15,8 @@ from rich.text import Text
 
 from rlrun.compare.comparison import Comparison, header, setup_label
 from rlrun.compare.diff import MISSING, DiffRow
-from rlrun.compare.groups import GroupStats
 from rlrun.compare.intervals import CONFIDENCE, Summary
+from rlrun.compare.seed_groups import GroupStats
 from rlrun.compare.sparkline import sparkline
 from rlrun.compare.stats import MetricRow, RunStats, finite_series
 

@@ -20,8 +20,7 @@ from typing import Any
 
 import yaml
 
-from rlrun.convert.recipe import Conversion, ConvertError, Row, build
-from rlrun.convert.table import KeyMap
+from rlrun.convert.conversion import Conversion, ConvertError, Row, build
 from rlrun.convert.trl_keys import (
     PROCESSES,
     ROWS,
@@ -33,6 +32,7 @@ from rlrun.convert.trl_keys import (
     fixed_values,
     rule,
 )
+from rlrun.facts.key_table import KeyMap
 from rlrun.recipes.yaml_io import RecipeLoader
 
 MAX_CONFIG_BYTES = 1_000_000  # a config is a few kB; more is not a config

@@ -26,7 +26,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from rlrun.convert.table import KeyMap, Settings
 from rlrun.convert.trl_defaults import (
     BASE_CONFIG,
     GRPO_CONFIG,
@@ -34,6 +33,7 @@ from rlrun.convert.trl_defaults import (
     SCRIPT_ARGUMENTS,
     TRAINING_ARGUMENTS,
 )
+from rlrun.facts.key_table import KeyMap, Settings
 
 PROCESSES = "num_processes"  # the `trl` CLI's accelerate key; else the converter's --num-processes
 ROWS = "_rows"  # not a TRL key: the training rows, where the converter could count them

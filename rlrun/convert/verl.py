@@ -16,8 +16,9 @@ from typing import Any
 
 import yaml
 
-from rlrun.convert.recipe import Conversion, ConvertError, build, read_yaml
-from rlrun.convert.verl_keys import (
+from rlrun.convert.conversion import Conversion, ConvertError, build, read_yaml
+from rlrun.convert.verl_shell import MAX_SCRIPT_CHARS, ShellError, Unresolved, find_verl_command, unresolved
+from rlrun.facts.verl_keys import (
     DAPO_TRAINER,
     TABLE,
     TRAINER,
@@ -28,7 +29,6 @@ from rlrun.convert.verl_keys import (
     files,
     gpus,
 )
-from rlrun.convert.verl_shell import MAX_SCRIPT_CHARS, ShellError, Unresolved, find_verl_command, unresolved
 from rlrun.facts.verl_scorers import verl_scorer
 from rlrun.recipes.yaml_io import parse_value
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from rlrun.errors import ConfigIssue, RecipeError
-from rlrun.packages import is_installed
+from rlrun.facts.packages import is_installed
 from rlrun.schema.data import Arithmetic
 from rlrun.tasks.arithmetic import DATA_SOURCE as ARITHMETIC
 from rlrun.tasks.arithmetic import ArithmeticTask

@@ -27,7 +27,7 @@ from rlrun.embedded.gguf import (
     is_intact,
     logger,
 )
-from rlrun.packages import installed_spec, is_installed
+from rlrun.facts.packages import installed_spec, is_installed
 
 PREFIX = "rlrun:"
 MODELS_DIR = Path(__file__).parent / "models"

@@ -10,7 +10,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from rlrun.convert.verl_keys import lookup as verl_lookup
+from rlrun.facts.verl_keys import lookup as verl_lookup
 from rlrun.schema import Recipe
 
 KeyPath = tuple[str | int, ...]  # ("actor", "optimizer", "lr"); list items by index

@@ -13,9 +13,9 @@ from rlrun.components import registries
 from rlrun.embedded import embedded_model_names, is_gguf_path, missing_requirement
 from rlrun.errors import ConfigIssue, show_value
 from rlrun.pathnames import folder_problem
+from rlrun.recipes.batch_plan import batch_plan
 from rlrun.recipes.inherit import display_path
 from rlrun.recipes.keys import KeyPath
-from rlrun.recipes.plan import batch_plan
 from rlrun.recipes.provenance import Provenance
 from rlrun.registry import Registry
 from rlrun.schema import Recipe

@@ -7,8 +7,8 @@ from typing import Any
 
 from rich.table import Table
 
+from rlrun.recipes.batch_plan import algorithm_summary, batch_plan, engine_summary
 from rlrun.recipes.loader import LoadedRecipe
-from rlrun.recipes.plan import algorithm_summary, batch_plan, engine_summary
 
 
 def validation_json(loaded: LoadedRecipe, here: bool = True) -> dict[str, Any]:

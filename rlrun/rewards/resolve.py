@@ -7,7 +7,7 @@ from collections.abc import Callable
 from types import ModuleType
 
 from rlrun.registry import UnknownComponentError
-from rlrun.rewards.registry import REWARDS
+from rlrun.rewards.reward_registry import REWARDS
 
 
 class RewardSpecError(ValueError):

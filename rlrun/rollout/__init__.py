@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from rlrun.rollout import hf as _hf  # noqa: F401  (registers "hf")
-from rlrun.rollout.base import (
+from rlrun.rollout.engine import (
     FINISH_LENGTH,
     FINISH_STOP,
     ROLLOUT_ENGINES,

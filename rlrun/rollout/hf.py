@@ -8,7 +8,7 @@ ended leave the decode batch (with their KV cache) once a quarter of it has ende
 costs what the unfinished rows cost. Sampling is
 exactly what ``SamplingParams`` says: temperature, then top-k, then top-p (as transformers
 orders its warpers), EOS masked before ``min_tokens``; nothing is taken from the model's
-``generation_config.json``. Log-probs follow the contract in ``rlrun.rollout.base``: the raw
+``generation_config.json``. Log-probs follow the contract in ``rlrun.rollout.engine``: the raw
 logits divided by the temperature, before truncation or EOS masking - the numbers the
 trainer's forward pass gives.
 
@@ -27,7 +27,7 @@ import torch
 from transformers import PreTrainedModel
 
 from rlrun.data.padding import left_pad
-from rlrun.rollout.base import FINISH_LENGTH, FINISH_STOP, ROLLOUT_ENGINES, RolloutBatch, SamplingParams
+from rlrun.rollout.engine import FINISH_LENGTH, FINISH_STOP, ROLLOUT_ENGINES, RolloutBatch, SamplingParams
 from rlrun.shared_prefix import cache_keyword, prefill
 
 

@@ -15,7 +15,7 @@ How it works:
   the trainer's: vLLM's weights only ever come from the trainer, never from disk.
 - Prompts go in as token ids; log-probs come out as vLLM's ``processed_logprobs``:
   log-softmax after temperature *and* top-k / top-p. With ``top_k = 0`` and ``top_p = 1``
-  (every shipped recipe) that is exactly the contract in ``rlrun.rollout.base``; with
+  (every shipped recipe) that is exactly the contract in ``rlrun.rollout.engine``; with
   truncation on it is the truncated, renormalised distribution actually sampled from, and
   ``rollout.importance_sampling`` absorbs the difference. Greedy calls (evaluation) report
   temperature-1 log-probs.
@@ -55,7 +55,7 @@ import torch
 import torch.distributed as dist
 from packaging.version import Version
 
-from rlrun.rollout.base import FINISH_LENGTH, FINISH_STOP, RolloutBatch, SamplingParams
+from rlrun.rollout.engine import FINISH_LENGTH, FINISH_STOP, RolloutBatch, SamplingParams
 from rlrun.schema.rollout import Vllm
 
 SUPPORTED_VLLM = ">=0.30,<0.33"  # keep in step with the `vllm` extra in pyproject.toml

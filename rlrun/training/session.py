@@ -26,7 +26,7 @@ from rlrun.algorithms.registries import ADVANTAGES, POLICY_LOSSES
 from rlrun.data import PromptDataset, PromptSampler, load_prompt_datasets
 from rlrun.errors import ConfigIssue, RecipeError
 from rlrun.evaluation import evaluate_recipe
-from rlrun.recipes.plan import batch_plan
+from rlrun.recipes.batch_plan import batch_plan
 from rlrun.records import checkpoint as ckpt
 from rlrun.rewards import RewardCombiner
 from rlrun.rollout import ROLLOUT_ENGINES, SamplingParams

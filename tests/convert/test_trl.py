@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from rlrun.algorithms.kl import kl_penalty
 from rlrun.cli import app
-from rlrun.convert.recipe import ConvertError
+from rlrun.convert.conversion import ConvertError
 from rlrun.convert.trl import convert, read_config
 from rlrun.convert.trl_keys import IGNORED, TABLE, TRL_DEFAULTS, rule
 from rlrun.recipes import load_recipe

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from rlrun.convert.recipe import ConvertError
+from rlrun.convert.conversion import ConvertError
 from rlrun.convert.trl import convert, read_config
 
 FIXTURES = Path(__file__).parent / "fixtures" / "trl"

@@ -5,9 +5,9 @@ clip defaults, whole-set evaluation, step counts) come over."""
 
 import pytest
 
-from rlrun.convert.recipe import ConvertError
+from rlrun.convert.conversion import ConvertError
 from rlrun.convert.verl import VerlRun, convert
-from rlrun.convert.verl_keys import TABLE
+from rlrun.facts.verl_keys import TABLE
 from tests.convert.test_verl import verl_parquet
 
 

@@ -8,7 +8,7 @@ import pytest
 from typer.testing import CliRunner
 
 from rlrun.cli import app
-from rlrun.convert.recipe import ConvertError
+from rlrun.convert.conversion import ConvertError
 from rlrun.convert.verl import VerlRun, convert, read_script
 
 runner = CliRunner()

@@ -13,9 +13,9 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from rlrun.convert.recipe import ConvertError
+from rlrun.convert.conversion import ConvertError
 from rlrun.convert.verl import VerlRun, convert, read_script
-from rlrun.convert.verl_keys import files
+from rlrun.facts.verl_keys import files
 from rlrun.recipes import load_recipe
 
 FIXTURES = Path(__file__).parent / "fixtures" / "verl"

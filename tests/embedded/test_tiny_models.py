@@ -15,7 +15,7 @@ from rlrun.data import build_prompt_dataset
 from rlrun.embedded import MODELS_DIR, UnknownEmbeddedModelError, embedded_model_names, resolve_model_path
 from rlrun.evaluation import evaluate
 from rlrun.rollout import ROLLOUT_ENGINES
-from rlrun.rollout.base import SamplingParams
+from rlrun.rollout.engine import SamplingParams
 from rlrun.tasks.arithmetic import ArithmeticTask
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "build_tiny_models.py"

@@ -14,7 +14,7 @@ from rlrun.recipes import (
     load_recipe,
 )
 from rlrun.recipes.builtin import BUILTIN_DIR, builtin_path
-from rlrun.recipes.render import to_yaml
+from rlrun.recipes.yaml_dump import to_yaml
 from rlrun.recipes.yaml_io import RecipeLoader
 
 ALGORITHMS = ["ppo", "grpo", "dapo", "gspo", "opd", "dr_grpo", "rloo", "remax", "reinforce_pp", "opo", "gpg"]

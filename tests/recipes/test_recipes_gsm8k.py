@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 from rlrun.cli import app
 from rlrun.recipes import builtin_names, load_recipe
 from rlrun.recipes.builtin import BUILTIN_DIR, copy_builtin
-from rlrun.rewards.builtin import math_answer
+from rlrun.rewards.scorers import math_answer
 
 GSM8K = BUILTIN_DIR / "gsm8k"
 RECIPES = sorted(GSM8K.glob("*.yaml"))

@@ -2,7 +2,7 @@
 
 import pytest
 
-from rlrun.convert.verl_keys import TABLE, VERL_DEFAULTS, lookup
+from rlrun.facts.verl_keys import TABLE, VERL_DEFAULTS, lookup
 from rlrun.recipes.keys import all_keys, dotted, unknown_key_hint
 
 

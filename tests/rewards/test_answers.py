@@ -3,7 +3,7 @@ the fallback that needs nothing (math-verify forced off)."""
 
 import pytest
 
-from rlrun.rewards import builtin, resolve_reward_fn
+from rlrun.rewards import resolve_reward_fn, scorers
 from rlrun.rewards.answers import answers_equal, extract_answer, normalize_answer
 
 # (completion, ground truth): equal answers
@@ -46,7 +46,7 @@ def path(request, monkeypatch):
     if request.param == "math-verify":
         pytest.importorskip("math_verify")
     else:
-        monkeypatch.setattr(builtin, "math_verify", None)
+        monkeypatch.setattr(scorers, "math_verify", None)
     return request.param
 
 

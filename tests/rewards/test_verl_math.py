@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from rlrun.rewards.builtin import math_dapo, math_verl, verl_default
+from rlrun.rewards.scorers import math_dapo, math_verl, verl_default
 from rlrun.rewards.verl_math import math_dapo_score, math_verl_score
 
 FIXTURES = Path(__file__).parent / "fixtures" / "verl_reward_score"

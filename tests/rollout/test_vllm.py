@@ -20,7 +20,7 @@ import torch
 from transformers import Qwen2Config, Qwen2ForCausalLM
 
 from rlrun.rollout import vllm as engine_module
-from rlrun.rollout.base import SamplingParams
+from rlrun.rollout.engine import SamplingParams
 from rlrun.rollout.vllm import (
     checkpoint_names,
     full_tensors,

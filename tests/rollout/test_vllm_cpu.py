@@ -24,7 +24,7 @@ import pytest
 import torch
 
 from rlrun.rollout import vllm as engine_module
-from rlrun.rollout.base import SamplingParams
+from rlrun.rollout.engine import SamplingParams
 from rlrun.rollout.vllm import VLLMRolloutEngine, trainer_weights
 
 BUILD = engine_module.installed_build()

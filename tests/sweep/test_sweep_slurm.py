@@ -130,7 +130,7 @@ def test_a_partition_refuses_what_its_nodes_cannot_grant():
 SLOW_REWARD = """
 import time
 
-from rlrun.rewards.builtin import exact_match
+from rlrun.rewards.scorers import exact_match
 
 
 def exact_match_slowly(prompts, completions, ground_truths, delay_s, **columns):

@@ -7,7 +7,7 @@ from typing import Any
 from rlrun.facts.verl_scorers import VERL_SCORERS, verl_scorer
 from rlrun.rewards.answers import answers_equal, extract_answer
 from rlrun.rewards.gsm8k import GSM8KMethod, gsm8k_score
-from rlrun.rewards.registry import REWARDS
+from rlrun.rewards.reward_registry import REWARDS
 from rlrun.rewards.verl_math import math_dapo_score, math_verl_score
 
 try:  # optional (the `math` extra): symbolic equivalence for competition-style answers

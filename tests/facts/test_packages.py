@@ -3,7 +3,7 @@
 import importlib.util
 import sys
 
-from rlrun.packages import installed_spec
+from rlrun.facts.packages import installed_spec
 
 
 def test_a_module_in_the_working_directory_does_not_pass_for_an_installed_package(tmp_path, monkeypatch):

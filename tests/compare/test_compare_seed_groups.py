@@ -10,10 +10,10 @@ import pytest
 from rich.console import Console
 
 from rlrun.compare.comparison import CompareOptions, compare, to_json
-from rlrun.compare.groups import expand_sweep_folders, seed_groups, verdict
 from rlrun.compare.intervals import Difference
 from rlrun.compare.render import render
 from rlrun.compare.runs import load_run
+from rlrun.compare.seed_groups import expand_sweep_folders, seed_groups, verdict
 from rlrun.compare.stats import parse_target
 
 # Final val/accuracy of each seed (the latest evaluation): grpo 0.70/0.74/0.78, dapo 0.80/0.84/0.88.

@@ -8,7 +8,7 @@ reason. A key ending in `.*` covers a whole verl subtree. `VERL_DEFAULTS` holds 
 defaults (verl 0.4-0.9 `ppo_trainer.yaml`) where they differ from rlrun's, because a verl
 command line relies on them.
 
-This module imports nothing from rlrun but `rlrun.convert.table`, so `rlrun.recipes.keys` can
+This module imports nothing from rlrun but `rlrun.facts.key_table`, so `rlrun.recipes.keys` can
 use it.
 """
 
@@ -18,7 +18,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from rlrun.convert.table import KeyMap, Settings, find
+from rlrun.facts.key_table import KeyMap, Settings, find
 
 TRAINER = "_verl_trainer"  # the trainer module the command runs, passed with verl's defaults
 DAPO_TRAINER = "recipe.dapo.main_dapo"

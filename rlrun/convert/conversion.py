@@ -15,9 +15,9 @@ from typing import Any
 
 import yaml
 
-from rlrun.convert.table import KeyMap, find
+from rlrun.facts.key_table import KeyMap, find
 from rlrun.recipes.keys import all_keys, dotted
-from rlrun.recipes.render import flow, to_yaml
+from rlrun.recipes.yaml_dump import flow, to_yaml
 from rlrun.recipes.yaml_io import RecipeLoader, parse_value
 from rlrun.schema import Recipe
 
