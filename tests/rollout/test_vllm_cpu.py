@@ -207,14 +207,20 @@ TRAIN = [
 ]
 
 
+# The engine tests above set the torchrun variables in this process (a single process lacks
+# them); a command started from here is a new single process, which must pick its own port.
+LAUNCHER_VARIABLES = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
+
+
 def rlrun(*args, cwd, **kwargs):
+    env = {key: value for key, value in os.environ.items() if key not in LAUNCHER_VARIABLES}
     return subprocess.Popen(
         [sys.executable, "-m", "rlrun", *args],
         cwd=cwd,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        env={**env, "PYTHONUNBUFFERED": "1"},
         **kwargs,
     )
 
