@@ -155,7 +155,8 @@ def test_a_run_directory_is_never_reused_by_accident(tmp_path):
     train(loaded, RunOptions(run_dir=tmp_path / "r"), overrides=overrides)
     with pytest.raises(RecipeError, match="already exists"):
         train(loaded, RunOptions(run_dir=tmp_path / "r"))
-    changed = load_recipe("grpo", [*overrides, "data.arithmetic.digits=3"])
+    # resuming it further (a finished run resumes only to a raised total_steps) with other data
+    changed = load_recipe("grpo", [*overrides, "data.arithmetic.digits=3", "trainer.total_steps=2"])
     with pytest.raises(RecipeError, match="data.arithmetic"):
         train(changed, RunOptions(run_dir=tmp_path / "r", resume=True))
     train(loaded, RunOptions(run_dir=tmp_path / "r", overwrite=True))
