@@ -25,6 +25,7 @@ from transformers import GenerationConfig, PreTrainedTokenizerFast, Qwen2Config,
 
 from rlrun.data import build_prompt_dataset
 from rlrun.evaluation import evaluate
+from rlrun.rollout.engine import SamplingParams
 from rlrun.rollout.hf import HFRolloutEngine
 from rlrun.tasks.arithmetic import ArithmeticTask
 
@@ -141,7 +142,9 @@ def train(args: argparse.Namespace) -> dict[str, dict]:
     order = np.random.default_rng(args.seed)
 
     def accuracy(greedy: bool) -> float:
-        return evaluate(engine, tokenizer, val, greedy=greedy, seed=args.seed).mean_at_k
+        return evaluate(
+            engine, tokenizer, val, sampling=SamplingParams(greedy=greedy, seed=args.seed)
+        ).mean_at_k
 
     start = time.time()
     for step in range(1, args.max_steps + 1):
