@@ -205,6 +205,9 @@ def test_an_fsdp2_checkpoint_holds_the_whole_state_and_resumes_under_ddp_fsdp2_a
     for run_dir in resumed.values():
         shutil.copytree(fsdp2, run_dir)
         shutil.rmtree(run_dir / "checkpoints" / "step_000002")
+        # as if stopped after step 1 (a finished run's records are never resumed over)
+        meta = json.loads((run_dir / "meta.json").read_text())
+        (run_dir / "meta.json").write_text(json.dumps({**meta, "status": "interrupted", "final_step": 1}))
     strategies = {"under_fsdp2": (2, "fsdp2"), "under_ddp": (2, "ddp"), "alone": (1, "ddp")}
     _all_succeed(
         [
