@@ -104,13 +104,17 @@ def dapo_normalize(answer: str) -> str:
 def _last_boxed_braced(text: str) -> str | None:
     """The content of the last ``\\boxed{...}`` with its braces balanced, or None."""
     start = text.rfind("\\boxed{")
-    if start < 0:
-        return None
+    end = _closing_brace(text, start) if start >= 0 else None
+    return None if end is None else text[start + len("\\boxed{") : end]
+
+
+def _closing_brace(text: str, start: int) -> int | None:
+    """Where the `}` that brings the brace depth counted from `start` back to 0 is, or None."""
     depth = 0
     for i in range(start, len(text)):
         depth += {"{": 1, "}": -1}.get(text[i], 0)
         if text[i] == "}" and depth == 0:
-            return text[start + len("\\boxed{") : i]
+            return i
     return None
 
 
@@ -144,16 +148,14 @@ def _last_boxed_any(text: str) -> str | None:
         start = text.rfind("\\fbox")
         if start < 0:
             return None
-    depth = 0
-    for i in range(start, len(text)):
-        depth += {"{": 1, "}": -1}.get(text[i], 0)
-        if text[i] == "}" and depth == 0:
-            whole = text[start : i + 1]
-            # verl strips a "\boxed{" prefix and a "}" suffix and fails otherwise (\fbox, \boxed{}x)
-            if not whole.startswith("\\boxed{"):
-                raise _Unreadable(whole)
-            return whole[len("\\boxed{") : -1]
-    return None
+    end = _closing_brace(text, start)
+    if end is None:
+        return None
+    whole = text[start : end + 1]
+    # verl strips a "\boxed{" prefix and a "}" suffix and fails otherwise (\fbox, \boxed{}x)
+    if not whole.startswith("\\boxed{"):
+        raise _Unreadable(whole)
+    return whole[len("\\boxed{") : -1]
 
 
 def _fracs(text: str) -> str:
