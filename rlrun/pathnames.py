@@ -61,9 +61,12 @@ def folder_problem(path: Path) -> str | None:
 
 def output_file_problem(path: Path, make_folder: bool = False) -> str | None:
     """Why rlrun cannot write the new file `path` (a plot, a JSON report), or None; with
-    `make_folder` a missing folder for it is made, else it must exist."""
+    `make_folder` a missing folder for it is made, else it must exist. An existing file is never
+    replaced: it may be a result the user keeps."""
     if path.is_dir():
         return "it is a folder, not a file"
+    if path.exists() or path.is_symlink():
+        return "it already exists, and rlrun does not overwrite it: choose another name or remove it first"
     if (problem := name_problem(path.name)) is not None:
         return f"its name cannot be a file name: {problem}"
     if not make_folder and not path.parent.is_dir():

@@ -105,8 +105,6 @@ def eval_command(
 
     with user_errors(as_json):
         target = eval_target(model, warn=lambda text: err_console.print(f"[yellow]{text}[/]"))
-    if out is not None and out.exists():
-        raise fail(f"{out} exists; choose another --out or remove it first")
     refuse_output_file(out, "--out", make_folder=True)
     with user_errors(as_json):
         changes = [*(overrides or []), *eval_overrides(data=data, rewards=reward or [], k=k, prompts=prompts)]

@@ -100,6 +100,15 @@ def test_plot_option(runs_dir, tmp_path):
     assert "wrote" in result.output and out.stat().st_size > 0
 
 
+def test_an_existing_plot_file_is_refused_and_kept(runs_dir, tmp_path):
+    kept = tmp_path / "curves.png"
+    kept.write_bytes(b"a figure the user keeps")
+    result = _compare(runs_dir, "grpo", "lr3e-4", "--plot", str(kept))
+    assert result.exit_code == 2
+    assert "already exists, and rlrun does not overwrite it" in " ".join(result.output.split())
+    assert kept.read_bytes() == b"a figure the user keeps"
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [

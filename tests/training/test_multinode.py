@@ -40,8 +40,8 @@ def _machines(command: list[str], port: int) -> list[subprocess.Popen]:
     ]
 
 
-def _returncodes(procs: list[subprocess.Popen]) -> list[int]:
-    """Wait for every process; none may print a traceback."""
+def _returncodes(procs: list[subprocess.Popen], stderr: list[str] | None = None) -> list[int]:
+    """Wait for every process; none may print a traceback. Their stderr goes into `stderr`."""
     try:
         errors = [p.communicate(timeout=600)[1] for p in procs]
     finally:  # a failed check leaves nothing training for minutes
@@ -52,6 +52,8 @@ def _returncodes(procs: list[subprocess.Popen]) -> list[int]:
 
     for err in errors:
         assert "Traceback" not in err, err[-3000:]
+    if stderr is not None:
+        stderr.extend(errors)
     return [p.returncode for p in procs]
 
 
@@ -102,12 +104,13 @@ def test_a_signal_to_either_launcher_stops_both_machines_at_a_saved_step_and_the
         time.sleep(0.1)
     trees = [[p.pid, *_descendants(p.pid)] for p in procs]
     procs[signalled].send_signal(signal.SIGTERM)
-    codes = _returncodes(procs)
+    stderr: list[str] = []
+    codes = _returncodes(procs, stderr)
     assert codes == [130 if rank == signalled else 0 for rank in (0, 1)]
     assert not [pid for tree in trees for pid in tree if Path(f"/proc/{pid}").exists()]
     meta_path = run_dir / "meta.json"
     meta = json.loads(meta_path.read_text())
-    assert meta["status"] == "interrupted"
+    assert meta["status"] == "interrupted", (meta, [err[-2000:] for err in stderr])
     stopped = meta["final_step"]
     saved = sorted(p.name for p in (run_dir / "checkpoints").glob("step_*"))
     assert saved[-1] == f"step_{stopped:06d}"
