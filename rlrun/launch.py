@@ -36,6 +36,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -203,6 +204,20 @@ def run_launcher(command: Sequence[str], env: dict[str, str]) -> int:
     return interrupt.INTERRUPTED if received else code
 
 
+# How long the first machine's processes stay after the others at a clean end (see below).
+STORE_HOST_LINGER_S = 2.0
+
+
+def _hosts_the_launchers_store() -> bool:
+    """Whether this process runs on the first of several machines, whose torchrun agent holds the
+    store every agent meets in at exit. That meeting is safe only when this agent arrives last:
+    an agent that arrives last elsewhere sends its final request to a store that has just closed,
+    and torchrun logs "Error waiting on exit barrier" with a traceback although the job ended
+    well. Its processes therefore leave a moment after the other machines' processes."""
+    group, world, local = (os.environ.get(k) for k in ("GROUP_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE"))
+    return group == "0" and world is not None and local is not None and int(world) > int(local)
+
+
 def release_process_group(engine: Any = None, *, meet: bool) -> None:
     """End the training processes' communication group before Python's teardown, where gloo's
     threads can abort a process that has done its work (SIGABRT, "terminate called without an
@@ -210,13 +225,16 @@ def release_process_group(engine: Any = None, *, meet: bool) -> None:
     the same whole step (`meet`: finished, or stopped by an agreed signal) they first meet at a
     barrier, so none leaves while another still talks to it; a process that a second signal
     stopped at once may never come, and its leaving ends the barrier with an error that says
-    nothing more than that. A rollout engine with a `close` (vLLM, which joined the group and
+    nothing more than that. On the first of several machines they then linger a moment
+    (`_hosts_the_launchers_store`). A rollout engine with a `close` (vLLM, which joined the group and
     destroys its own groups and the default one when it shuts down) is closed after the barrier,
     while the groups it tears down still exist."""
     initialized = torch.distributed.is_available() and torch.distributed.is_initialized()
     if initialized and meet:
         with contextlib.suppress(RuntimeError):  # gloo: "Connection closed by peer"
             torch.distributed.barrier()
+        if _hosts_the_launchers_store():
+            time.sleep(STORE_HOST_LINGER_S)
     if (close := getattr(engine, "close", None)) is not None:
         close()
     if initialized and torch.distributed.is_initialized():

@@ -3,9 +3,16 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 import torch
 from transformers import Qwen2Config, Qwen2ForCausalLM
+
+# One terminal width for every test and the commands they start, set before rlrun's consoles
+# exist: without a terminal rich wraps at 80 columns, and where a message wraps would then depend
+# on the length of pytest's temporary paths (longer under pytest-xdist's workers).
+os.environ["COLUMNS"] = "200"
 
 
 @pytest.fixture

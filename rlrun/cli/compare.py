@@ -62,10 +62,11 @@ def compare_command(
     ] = None,
     show_all: Annotated[bool, typer.Option("--all", help="Show unchanged config keys too.")] = False,
     plot: Annotated[
-        Path | None, typer.Option(
+        Path | None,
+        typer.Option(
             help="Write overlaid curves to this new PNG (an existing file is not overwritten).",
             show_default=False,
-        )
+        ),
     ] = None,
     x: Annotated[XAxis, typer.Option(help="The plot's x-axis.")] = XAxis.step,
     smooth: Annotated[

@@ -34,6 +34,16 @@ def fsdp_module_class() -> type | None:
     return FSDPModule
 
 
+def dtensor_class() -> type | None:
+    """torch's distributed tensor class, what FSDP2's sharded parameters are (public from torch
+    2.5), None where torch lacks it."""
+    try:
+        from torch.distributed.tensor import DTensor
+    except ImportError:
+        return None
+    return DTensor
+
+
 def strategy_problem(strategy: str, device: str) -> str | None:
     """Why this machine cannot run `trainer.strategy` (None: it can); `device`: `cuda` or `cpu`,
     where the run trains. Checked before anything loads: a strategy is never swapped for

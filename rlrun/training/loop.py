@@ -57,7 +57,7 @@ from rlrun.training.sequences import (
     response_values,
 )
 from rlrun.training.session import GEN_STREAM, LOSS_STREAM, SHUFFLE_STREAM, Session, step_seed
-from rlrun.training.sharding import gathered
+from rlrun.training.sharding import gathered, held_state_bytes
 
 
 class TooManySkippedUpdates(RuntimeError):
@@ -212,6 +212,8 @@ def training_step(s: Session, step: int) -> tuple[dict[str, float], Experience]:
         "training/skipped_updates": s.skipped_updates,
     }
     metrics |= {f"timing_s/{k}": v for k, v in timer.seconds.items()}
+    held = held_state_bytes([s.policy, s.critic, s.reference, s.teacher], [s.optimizer, s.critic_optimizer])
+    metrics["memory/held_state_mib"] = held / 2**20  # per process: the mean over processes
     tokens = seq.attention_mask.sum().item()
     metrics["perf/throughput"] = tokens / timer.seconds["step"]
     metrics["perf/completion_tokens_per_s"] = mask.sum().item() / timer.seconds["step"]

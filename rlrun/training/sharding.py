@@ -21,14 +21,14 @@ A sharded model is used three ways:
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import torch
 from accelerate import Accelerator
 from accelerate.utils import DistributedType
 
-from rlrun.facts.machine import fsdp_module_class
+from rlrun.facts.machine import dtensor_class, fsdp_module_class
 
 
 def strategy_in_effect(accelerator: Accelerator, requested: str) -> str:
@@ -77,6 +77,25 @@ def _no_split_modules(model: torch.nn.Module) -> list[str]:
 def is_sharded(model: torch.nn.Module | None) -> bool:
     fsdp_module = fsdp_module_class()
     return fsdp_module is not None and isinstance(model, fsdp_module)
+
+
+def held_state_bytes(
+    models: Iterable[torch.nn.Module | None], optimizers: Iterable[torch.optim.Optimizer | None]
+) -> int:
+    """The bytes this process keeps between steps for `models` and `optimizers`: the weights
+    and the optimizer state (AdamW's two moments and step counts), its shards only where they
+    are sharded. What FSDP2 divides among the processes and DDP copies into each; gradients,
+    activations and gathered weights come and go within a step and are not counted."""
+    tensors: dict[int, torch.Tensor] = {}
+    for model in models:
+        for param in model.parameters() if model is not None else ():
+            tensors[id(param)] = param  # by identity: tied weights are held once
+    for optimizer in optimizers:
+        for state in optimizer.state.values() if optimizer is not None else ():
+            tensors |= {id(v): v for v in state.values() if isinstance(v, torch.Tensor)}
+    dtensor = dtensor_class()
+    local = [t.to_local() if dtensor and isinstance(t, dtensor) else t for t in tensors.values()]
+    return sum(t.numel() * t.element_size() for t in local)
 
 
 @contextlib.contextmanager

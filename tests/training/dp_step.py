@@ -1,7 +1,8 @@
 """One training step on a fixed rollout, in however many processes launched it (torchrun or
 plain python): every process samples the whole batch with the same seed, keeps its share of the
 prompts and trains on it. The main process saves the updated policy's parameters (whole, under
-FSDP2), the strategy that ran and whether the policy was sharded.
+FSDP2), the strategy that ran, whether the policy was sharded and the mean state a process
+holds (`memory/held_state_mib`).
 
 Usage: python dp_step.py OUT_DIR RECIPE/LOSS_AGG_MODE... -- OVERRIDE...
 (writes OUT_DIR/RECIPE-LOSS_AGG_MODE.pt for each case)
@@ -34,13 +35,20 @@ def train_one_step(recipe: str, overrides: list[str], out: Path) -> None:
         return select_groups(exp, torch.arange(rank * num_prompts, (rank + 1) * num_prompts)), batches
 
     s.collector.collect = my_share
-    training_step(s, 1)
+    metrics, _ = training_step(s, 1)
     sharded = [isinstance(p, DTensor) for p in s.policy.parameters()]
     with gathered(s.policy):  # the whole weights (every process takes part)
         params = {k: v.detach().clone() for k, v in s.unwrapped_policy.named_parameters()}
     if s.accelerator.is_main_process:
         torch.save(
-            {"processes": world, "strategy": s.strategy, "sharded": all(sharded), "params": params}, out
+            {
+                "processes": world,
+                "strategy": s.strategy,
+                "sharded": all(sharded),
+                "params": params,
+                "held_state_mib": metrics["memory/held_state_mib"],
+            },
+            out,
         )
     s.accelerator.wait_for_everyone()
 

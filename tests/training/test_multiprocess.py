@@ -82,7 +82,9 @@ def test_lora_under_fsdp2_is_refused_before_the_launch():
 @pytest.mark.slow
 def test_two_processes_with_half_the_batch_take_the_same_step_as_one(tmp_path, torchrun):
     """1 process, 2 under DDP and 2 under FSDP2 (every model sharded: the policy, ppo's critic,
-    grpo's reference) take the same step, to float32 summation order: 1e-5 of the step."""
+    grpo's reference) take the same step, to float32 summation order: 1e-5 of the step. Each DDP
+    process holds all the weights and AdamW state, as one process does; each FSDP2 process half,
+    plus its own copy of AdamW's step counts (one float32 per weight tensor)."""
     # Every loss normalisation, and the estimators that whiten over the whole batch: GAE (ppo,
     # with a critic) and REINFORCE++ (whose advantages each process alone would get wrong).
     cases = [
@@ -119,6 +121,12 @@ def test_two_processes_with_half_the_batch_take_the_same_step_as_one(tmp_path, t
         for run in ("ddp", "fsdp2"):
             apart = max((whole[k] - saved[run]["params"][k]).abs().max().item() for k in whole)
             assert apart < 1e-5 * moved, (case, run, apart, moved)
+        held = {run: saved[run]["held_state_mib"] * 2**20 for run in saved}
+        # ppo's critic: the policy's weight tensors (its tied output layer is the embedding) and
+        # a value head instead (a weight and a bias, at most)
+        tensors = 2 * len(whole) + 1 if case.startswith("ppo") else len(whole)
+        assert held["ddp"] == held["one"] > 0, case
+        assert 2 * held["fsdp2"] - held["one"] == pytest.approx(4 * tensors, abs=4), case
 
 
 def _train_command(
