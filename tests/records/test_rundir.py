@@ -84,20 +84,23 @@ def _accelerator(processes: int, distributed: str, **state: object) -> SimpleNam
 
 
 @pytest.mark.parametrize(
-    ("accelerator", "local", "expected"),
+    ("accelerator", "machines", "expected"),
     [
         (_accelerator(1, "NO"), None, (1, 1)),
-        (_accelerator(4, "MULTI_CPU"), "4", (4, 1)),
-        (_accelerator(16, "FSDP", fsdp_plugin=SimpleNamespace(fsdp_version=2)), "8", (16, 2)),
+        (_accelerator(4, "MULTI_CPU"), "1", (4, 1)),
+        (_accelerator(16, "FSDP", fsdp_plugin=SimpleNamespace(fsdp_version=2)), "2", (16, 2)),
     ],
 )
 def test_run_setup_records_processes_machines_strategy_device_and_dtype(
-    monkeypatch, accelerator, local, expected
+    monkeypatch, accelerator, machines, expected
 ):
-    if local is None:
-        monkeypatch.delenv("LOCAL_WORLD_SIZE", raising=False)
+    # torchrun's agent tells its processes the machines (GROUP_WORLD_SIZE); LOCAL_WORLD_SIZE is
+    # not read: vLLM's CPU platform sets it to its tensor-parallel size (1 here)
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "1")
+    if machines is None:
+        monkeypatch.delenv("GROUP_WORLD_SIZE", raising=False)
     else:
-        monkeypatch.setenv("LOCAL_WORLD_SIZE", local)
+        monkeypatch.setenv("GROUP_WORLD_SIZE", machines)
     setup = run_setup(accelerator, "bfloat16", strategy="fsdp2")
     assert (setup["processes"], setup["machines"], setup["strategy"]) == (*expected, "fsdp2")
     assert (setup["device"], setup["dtype"], setup["mixed_precision"]) == ("cpu", "bfloat16", "bf16")

