@@ -227,9 +227,9 @@ def release_process_group(engine: Any = None, *, meet: bool) -> None:
     barrier, so none leaves while another still talks to it; a process that a second signal
     stopped at once may never come, and its leaving ends the barrier with an error that says
     nothing more than that. On the first of several machines they then linger a moment
-    (`_hosts_the_launchers_store`). A rollout engine with a `close` (vLLM, which joined the group and
-    destroys its own groups and the default one when it shuts down) is closed after the barrier,
-    while the groups it tears down still exist."""
+    (`_hosts_the_launchers_store`). A rollout engine with a `close` (vLLM, which joined the group
+    and destroys its own groups and the default one when it shuts down) is closed after the
+    barrier, while the groups it tears down still exist."""
     initialized = torch.distributed.is_available() and torch.distributed.is_initialized()
     if initialized and meet:
         with contextlib.suppress(RuntimeError):  # gloo: "Connection closed by peer"
