@@ -47,7 +47,7 @@ import torch
 
 from rlrun import interrupt
 from rlrun.errors import ConfigIssue, RecipeError
-from rlrun.facts.machine import launched_machine
+from rlrun.facts.launched import launched_machine
 from rlrun.schema import Recipe
 
 RELAUNCH_ENV = "RLRUN_LAUNCHED"

@@ -34,14 +34,6 @@ def fsdp_module_class() -> type | None:
     return FSDPModule
 
 
-def launched_machine() -> tuple[int, int]:
-    """(this machine's rank, the machines in the job) as torchrun's agent tells the processes it
-    starts (`GROUP_RANK`, `GROUP_WORLD_SIZE`: one agent per machine); (0, 1) outside a launch.
-    Not derived from `LOCAL_WORLD_SIZE`: vLLM's CPU platform overwrites that with its
-    tensor-parallel size."""
-    return int(os.environ.get("GROUP_RANK", "0")), int(os.environ.get("GROUP_WORLD_SIZE", "1"))
-
-
 def dtensor_class() -> type | None:
     """torch's distributed tensor class, what FSDP2's sharded parameters are (public from torch
     2.5), None where torch lacks it."""

@@ -35,7 +35,7 @@ from typing import Any
 import yaml
 
 from rlrun.errors import ConfigIssue, RecipeError
-from rlrun.facts.machine import launched_machine
+from rlrun.facts.launched import launched_machine
 from rlrun.pathnames import name_problem
 
 RECIPE = "recipe.yaml"  # the recipe as given

@@ -1,0 +1,14 @@
+"""Where this process sits in a launched job, from the variables torchrun's agent gives the
+processes it starts. Reads the environment only (no torch), so the run records can use it."""
+
+from __future__ import annotations
+
+import os
+
+
+def launched_machine() -> tuple[int, int]:
+    """(this machine's rank, the machines in the job) as torchrun's agent tells the processes it
+    starts (`GROUP_RANK`, `GROUP_WORLD_SIZE`: one agent per machine); (0, 1) outside a launch.
+    Not derived from `LOCAL_WORLD_SIZE`: vLLM's CPU platform overwrites that with its
+    tensor-parallel size."""
+    return int(os.environ.get("GROUP_RANK", "0")), int(os.environ.get("GROUP_WORLD_SIZE", "1"))
