@@ -183,17 +183,22 @@ def run_launcher(command: Sequence[str], env: dict[str, str]) -> int:
     received: list[int] = []
     try:
         process = subprocess.Popen(list(command), env=env, start_new_session=True)
-        launcher = psutil.Process(process.pid)
 
         def pass_on(signum: int, frame: Any) -> None:
             received.append(signum)
-            with contextlib.suppress(psutil.NoSuchProcess):  # the launcher has ended
-                workers = launcher.children()
-                if not workers:  # still starting up (or waiting for other machines): nothing to save
-                    process.kill()
-                for worker in workers:
-                    with contextlib.suppress(psutil.NoSuchProcess):
-                        worker.send_signal(signum)
+            if _has_ended(process.pid):
+                return
+            workers = _children(process.pid)
+            if not workers:  # still starting up (or waiting for other machines): nothing to save
+                print(
+                    f"rlrun: {signal.Signals(signum).name} before the training processes started: "
+                    "the launch ends here.",
+                    file=sys.stderr,
+                )
+                process.kill()
+            for pid in workers:
+                with contextlib.suppress(ProcessLookupError):  # it ended meanwhile
+                    os.kill(pid, signum)
 
         if on_main_thread:
             for sig in interrupt.STOP_SIGNALS:
@@ -203,6 +208,22 @@ def run_launcher(command: Sequence[str], env: dict[str, str]) -> int:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     return interrupt.INTERRUPTED if received else code
+
+
+def _has_ended(pid: int) -> bool:
+    """Whether this process's child `pid` has ended, without reaping it (`Popen.poll` cannot tell
+    inside a signal handler that interrupted `Popen.wait`, which holds its lock)."""
+    try:
+        return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+    except ChildProcessError:  # already reaped
+        return True
+
+
+def _children(pid: int) -> list[int]:
+    """The processes whose parent is `pid`. `pid` is this process's own child, not yet waited
+    for, so it cannot have been reused; psutil's `Process.children()` would also drop a child
+    whose start time, computed from the wall clock, reads older than its parent's."""
+    return [p.pid for p in psutil.process_iter(["ppid"]) if p.info["ppid"] == pid]
 
 
 # How long the first machine's processes stay after the others at a clean end (see below).
