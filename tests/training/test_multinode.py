@@ -89,35 +89,40 @@ def test_two_machines_train_as_two_processes_of_one_machine_into_one_run_directo
     assert all((weights[0][k] == weights[1][k]).all() for k in weights[1])
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("signalled", [0, 1])
-def test_a_signal_to_either_launcher_stops_both_machines_at_a_saved_step_and_the_job_resumes(
-    tmp_path, signalled
-):
-    run_dir = tmp_path / "run"
-    train = ["train", "grpo", *TINY, *COMMON, "trainer.total_steps=500", "--run-dir", str(run_dir)]
-    procs = _machines(train, _free_port())
+def _stop(procs: list[subprocess.Popen], signalled: int, run_dir: Path, rows: int) -> int:
+    """Once the job has logged `rows` rows, SIGTERM the launcher of machine `signalled`; check
+    that both machines stop at a saved step, leaving nothing running; return that step."""
     metrics = run_dir / "metrics.jsonl"
     while all(p.poll() is None for p in procs) and not (
-        metrics.exists() and metrics.read_text().count("\n") >= 2
+        metrics.exists() and metrics.read_text().count("\n") >= rows
     ):
         time.sleep(0.1)
     trees = [[p.pid, *_descendants(p.pid)] for p in procs]
     procs[signalled].send_signal(signal.SIGTERM)
     stderr: list[str] = []
     codes = _returncodes(procs, stderr)
-    assert codes == [130 if rank == signalled else 0 for rank in (0, 1)]
+    assert codes == [130 if rank == signalled else 0 for rank in (0, 1)], stderr
     assert not [pid for tree in trees for pid in tree if Path(f"/proc/{pid}").exists()]
-    meta_path = run_dir / "meta.json"
-    meta = json.loads(meta_path.read_text())
+    meta = json.loads((run_dir / "meta.json").read_text())
     assert meta["status"] == "interrupted", (meta, [err[-2000:] for err in stderr])
-    stopped = meta["final_step"]
     saved = sorted(p.name for p in (run_dir / "checkpoints").glob("step_*"))
-    assert saved[-1] == f"step_{stopped:06d}"
+    assert saved[-1] == f"step_{meta['final_step']:06d}"
+    return meta["final_step"]
 
-    resume = ["resume", str(run_dir), f"trainer.total_steps={stopped + 1}"]
-    assert _returncodes(_machines(resume, _free_port())) == [0, 0]
-    meta = json.loads(meta_path.read_text())
-    assert meta["status"] == "finished" and meta["resumes"][-1]["from_step"] == stopped
+
+@pytest.mark.slow
+def test_a_signal_to_either_launcher_stops_both_machines_at_a_saved_step_and_the_job_resumes(tmp_path):
+    run_dir = tmp_path / "run"
+    train = ["train", "grpo", *TINY, *COMMON, "trainer.total_steps=500", "--run-dir", str(run_dir)]
+    first = _stop(_machines(train, _free_port()), 0, run_dir, rows=2)
+    resume = ["resume", str(run_dir), "trainer.total_steps=500"]
+    second = _stop(_machines(resume, _free_port()), 1, run_dir, rows=first + 2)
+    assert second > first
+
+    end = ["resume", str(run_dir), f"trainer.total_steps={second + 1}"]
+    assert _returncodes(_machines(end, _free_port())) == [0, 0]
+    meta = json.loads((run_dir / "meta.json").read_text())
+    assert meta["status"] == "finished"
+    assert [r["from_step"] for r in meta["resumes"]] == [first, second]
     assert meta["resumes"][-1]["setup"]["machines"] == 2
-    assert [r["step"] for r in _rows(run_dir)] == list(range(stopped + 2))
+    assert [r["step"] for r in _rows(run_dir)] == list(range(second + 2))

@@ -278,29 +278,24 @@ def test_a_stop_signal_ends_both_processes_at_the_same_step_with_a_checkpoint(tm
     command's exit code is 130 whenever it got the signal itself."""
     cases = {"command": 130, "every_process": 130, "one_training_process": 0}
     command = ["train", "grpo", *TINY, "trainer.total_steps=500", "trainer.eval.every_steps=0", "trainer.checkpoint.every_steps=0", "logging.console.enabled=false"]  # fmt: skip
-    procs = {
-        case: subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "rlrun",
-                *command,
-                "--run-dir",
-                str(tmp_path / case),
-                "--num-processes",
-                "2",
-                "--main-process-port",
-                str(_free_port()),
-            ],
+
+    def start(case: str) -> subprocess.Popen:
+        return subprocess.Popen(
+            [sys.executable, "-m", "rlrun", *command, "--run-dir", str(tmp_path / case)]
+            + ["--num-processes", "2", "--main-process-port", str(_free_port())],
             env=ENV,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
             text=True,
         )
-        for case in cases
-    }
+
+    # One case at a time (each trains until signalled: three at once would share 2 cores for
+    # nothing); the next starts while one stops.
+    names = list(cases)
+    procs = {names[0]: start(names[0])}
     try:
-        for case, proc in procs.items():
+        for case, following in zip(names, [*names[1:], None]):
+            proc = procs[case]
             metrics = tmp_path / case / "metrics.jsonl"
             while proc.poll() is None and not (metrics.exists() and metrics.read_text().count("\n") >= 3):
                 time.sleep(0.1)
@@ -309,6 +304,8 @@ def test_a_stop_signal_ends_both_processes_at_the_same_step_with_a_checkpoint(tm
             targets = {"command": tree[:1], "every_process": tree, "one_training_process": tree[-1:]}[case]
             for pid in targets:
                 os.kill(pid, signal.SIGTERM)
+            if following:
+                procs[following] = start(following)
             _, err = proc.communicate(timeout=300)
             assert proc.returncode == cases[case], (case, err[-3000:])
             assert "Traceback" not in err and "ChildFailedError" not in err, err[-3000:]
