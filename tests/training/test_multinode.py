@@ -104,7 +104,7 @@ def _stop(procs: list[subprocess.Popen], signalled: int, run_dir: Path, rows: in
     assert codes == [130 if rank == signalled else 0 for rank in (0, 1)], stderr
     assert not [pid for tree in trees for pid in tree if Path(f"/proc/{pid}").exists()]
     meta = json.loads((run_dir / "meta.json").read_text())
-    assert meta["status"] == "interrupted", (meta, [err[-2000:] for err in stderr])
+    assert meta["status"] == "interrupted", (meta, trees, [err[-2000:] for err in stderr])
     saved = sorted(p.name for p in (run_dir / "checkpoints").glob("step_*"))
     assert saved[-1] == f"step_{meta['final_step']:06d}"
     return meta["final_step"]
