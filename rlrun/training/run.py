@@ -13,7 +13,6 @@ import signal
 import socket
 import statistics
 import threading
-import time
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -63,7 +62,7 @@ from rlrun.training.session import Session, TrainState, locked_changes, on_cpu
 from rlrun.training.sharding import gathered
 
 # The same signal again this soon is one request delivered twice, not the second that stops at
-# once: SLURM signals every process of a job step, and torchrun passes the signal on as well.
+# once: SLURM signals every process of a job step, and the rlrun command passes signals on too.
 DUPLICATE_SIGNAL_S = 0.5
 SAMPLES_PER_LOG = 16  # completions written to samples.jsonl / the W&B table each time
 # Below this many parameters a CPU run uses one intra-op thread: it is nearly as fast as several
@@ -186,7 +185,7 @@ class Run:
         self.profile_dir = path / "profile" if options.profile else None
         self.start_wall = 0.0
         self.stop_requested = False
-        self.first_stop_signal: tuple[int, float] | None = None  # which signal, when (monotonic)
+        self.first_stop_signal: int | None = None
         self.closing = False  # the end is being recorded: a further signal must not cut it short
         # Every process ended after the same whole step (finished, or a stop they agreed on):
         # they can all meet once more to end their process group.
@@ -339,6 +338,7 @@ class Run:
         previous = {}
         if threading.current_thread() is threading.main_thread():
             previous = {sig: signal.signal(sig, self._on_stop_signal) for sig in interrupt.STOP_SIGNALS}
+            previous[signal.SIGALRM] = signal.signal(signal.SIGALRM, self._hear_the_first_again)
         try:
             yield
             at_step_boundary = True
@@ -364,6 +364,8 @@ class Run:
             self.ended_at_step_boundary = at_step_boundary
             if status == "interrupted" and self.main:
                 self.say(self._interrupted_note())
+            if previous:
+                signal.setitimer(signal.ITIMER_REAL, 0)
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
 
@@ -385,17 +387,24 @@ class Run:
     def _on_stop_signal(self, signum: int, frame: Any) -> None:
         if self.closing:
             return
-        now = time.monotonic()
         if self.first_stop_signal is not None:
-            first, at = self.first_stop_signal
-            if signum == first and now - at < DUPLICATE_SIGNAL_S:
-                return
             raise KeyboardInterrupt
-        self.first_stop_signal = (signum, now)
+        self.first_stop_signal = signum
         self.stop_requested = True
+        # Its duplicate is dropped by the kernel on arrival for DUPLICATE_SIGNAL_S. A handler
+        # comparing times would run only when this thread is back in Python: after a collective
+        # that waits for a slower process, say, it would take a duplicate for a second request.
+        signal.signal(signum, signal.SIG_IGN)
+        signal.setitimer(signal.ITIMER_REAL, DUPLICATE_SIGNAL_S)
         if self.main:
             name = "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
             self.say(f"{name}: finishing this step, then saving a checkpoint (Ctrl-C again stops at once).")
+
+    def _hear_the_first_again(self, signum: int, frame: Any) -> None:
+        """SIGALRM, DUPLICATE_SIGNAL_S after the first stop signal: that signal, sent again, is
+        a second request from now on."""
+        if self.first_stop_signal is not None and not self.closing:
+            signal.signal(self.first_stop_signal, self._on_stop_signal)
 
     def stop_agreed(self) -> bool:
         """Whether the run stops after the step just done. Several processes decide together: a

@@ -9,6 +9,7 @@ import shlex
 import signal
 import subprocess
 import sys
+import threading
 import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -161,13 +162,33 @@ def test_the_same_signal_twice_at_once_is_one_request(tmp_path):
 
 
 def test_the_same_signal_again_after_a_moment_stops_at_once(tmp_path, monkeypatch):
-    monkeypatch.setattr(run_module, "DUPLICATE_SIGNAL_S", 0.0)  # the moment has passed
+    monkeypatch.setattr(run_module, "DUPLICATE_SIGNAL_S", 0.05)
     run = _supervised_run(tmp_path)
     with run.supervise():
         os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.5)  # the moment passes
         os.kill(os.getpid(), signal.SIGINT)
         run.session.step = 5  # never reached
     assert run.status == "interrupted" and run.saved == []
+    assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
+
+
+def test_a_duplicate_that_waits_behind_a_long_computation_is_still_one_request(tmp_path, monkeypatch):
+    """The duplicate arrives within the moment, while the process is inside a call that does not
+    return to Python for longer (a collective waiting for a slower process): a handler run after
+    that call took it for a second request, and the process stopped mid-step alone (its peer then
+    waited for ever: a CI hang)."""
+    monkeypatch.setattr(run_module, "DUPLICATE_SIGNAL_S", 0.1)
+    a, b = torch.randn(2500, 2500), torch.randn(2500, 2500)
+    run = _supervised_run(tmp_path)
+    with run.supervise():
+        os.kill(os.getpid(), signal.SIGTERM)
+        threading.Timer(0.02, os.kill, (os.getpid(), signal.SIGTERM)).start()
+        start = time.monotonic()
+        while time.monotonic() - start < 0.4:  # matmuls of >= 0.4 s together, without the GIL
+            a @ b
+        run.session.step = 5
+    assert run.status == "interrupted" and run.saved == [5]
 
 
 def test_a_second_signal_while_the_end_is_recorded_still_leaves_the_status_written(tmp_path):
