@@ -394,8 +394,10 @@ class Run:
         # Its duplicate is dropped by the kernel on arrival for DUPLICATE_SIGNAL_S. A handler
         # comparing times would run only when this thread is back in Python: after a collective
         # that waits for a slower process, say, it would take a duplicate for a second request.
-        signal.signal(signum, signal.SIG_IGN)
-        signal.setitimer(signal.ITIMER_REAL, DUPLICATE_SIGNAL_S)
+        # Not while user code (a reward's timeout) holds SIGALRM: the alarm is its.
+        if signal.getsignal(signal.SIGALRM) == self._hear_the_first_again:
+            signal.signal(signum, signal.SIG_IGN)
+            signal.setitimer(signal.ITIMER_REAL, DUPLICATE_SIGNAL_S)
         if self.main:
             name = "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
             self.say(f"{name}: finishing this step, then saving a checkpoint (Ctrl-C again stops at once).")

@@ -191,6 +191,22 @@ def test_a_duplicate_that_waits_behind_a_long_computation_is_still_one_request(t
     assert run.status == "interrupted" and run.saved == [5]
 
 
+def test_a_stop_signal_leaves_an_alarm_that_user_code_holds_alone(tmp_path):
+    """A reward's timeout may hold SIGALRM (verl-style `signal.alarm` guards): the stop signal
+    arms no timer of its own then, so the reward's alarm is neither replaced nor fired early."""
+    run = _supervised_run(tmp_path)
+    fired = []
+    with run.supervise():
+        previous = signal.signal(signal.SIGALRM, lambda *_: fired.append(True))
+        signal.alarm(30)
+        os.kill(os.getpid(), signal.SIGTERM)
+        assert 29 < signal.getitimer(signal.ITIMER_REAL)[0] <= 30 and not fired
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+        run.session.step = 5
+    assert run.status == "interrupted" and run.saved == [5]
+
+
 def test_a_second_signal_while_the_end_is_recorded_still_leaves_the_status_written(tmp_path):
     """The CI failure this guards: SIGTERM, the step ended, SIGINT landed while meta.json was
     being written and the run was left marked "running"."""
