@@ -168,8 +168,8 @@ def run_launcher(command: Sequence[str], env: dict[str, str]) -> int:
     :data:`rlrun.interrupt.INTERRUPTED` when a stop signal came.
 
     Each stop signal this process gets (Ctrl-C, SIGTERM, SIGUSR1) goes once to every training
-    process: on the first they finish their step and save a checkpoint, on a second they stop at
-    once, as a single process does. torchrun starts each training process in a session of its
+    process: on the first they finish their step and save a checkpoint, on a second (passed on as
+    SIGINT, or SIGTERM after a first SIGINT) they stop at once, as a single process does. torchrun starts each training process in a session of its
     own, where a terminal's Ctrl-C does not reach it, so this process sends the signals itself;
     the launcher runs in its own session too and ignores them (an ignored signal stays ignored
     across exec; the training processes set their own handlers), or it would pass each one on a
@@ -196,9 +196,15 @@ def run_launcher(command: Sequence[str], env: dict[str, str]) -> int:
                     file=sys.stderr,
                 )
                 process.kill()
+            # The training processes take the same signal again soon for the first delivered
+            # twice (SLURM signals them too): a second request reaches them as another one.
+            first = received[0]
+            sent = (
+                signum if len(received) == 1 else signal.SIGTERM if first == signal.SIGINT else signal.SIGINT
+            )
             for pid in workers:
                 with contextlib.suppress(ProcessLookupError):  # it ended meanwhile
-                    os.kill(pid, signum)
+                    os.kill(pid, sent)
 
         if on_main_thread:
             for sig in interrupt.STOP_SIGNALS:

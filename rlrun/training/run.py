@@ -62,8 +62,11 @@ from rlrun.training.session import Session, TrainState, locked_changes, on_cpu
 from rlrun.training.sharding import gathered
 
 # The same signal again this soon is one request delivered twice, not the second that stops at
-# once: SLURM signals every process of a job step, and the rlrun command passes signals on too.
+# once: SLURM signals every process of a job step. The processes of a multi-process run also get
+# each signal from the rlrun command, when it is next scheduled (a second or more later on a
+# loaded machine); it passes a second request on as another stop signal (`launch.run_launcher`).
 DUPLICATE_SIGNAL_S = 0.5
+DUPLICATE_SIGNAL_S_SEVERAL_PROCESSES = 10.0
 SAMPLES_PER_LOG = 16  # completions written to samples.jsonl / the W&B table each time
 # Below this many parameters a CPU run uses one intra-op thread: it is nearly as fast as several
 # and immune to a busy core (with two threads on 2 shared cores a tiny model's step took 8 s, not 0.2).
@@ -396,8 +399,11 @@ class Run:
         # that waits for a slower process, say, it would take a duplicate for a second request.
         # Not while user code (a reward's timeout) holds SIGALRM: the alarm is its.
         if signal.getsignal(signal.SIGALRM) == self._hear_the_first_again:
+            several = self.session.accelerator.num_processes > 1
             signal.signal(signum, signal.SIG_IGN)
-            signal.setitimer(signal.ITIMER_REAL, DUPLICATE_SIGNAL_S)
+            signal.setitimer(
+                signal.ITIMER_REAL, DUPLICATE_SIGNAL_S_SEVERAL_PROCESSES if several else DUPLICATE_SIGNAL_S
+            )
         if self.main:
             name = "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
             self.say(f"{name}: finishing this step, then saving a checkpoint (Ctrl-C again stops at once).")

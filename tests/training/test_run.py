@@ -84,7 +84,7 @@ def test_a_step_far_slower_than_the_runs_typical_step_is_explained():
 def _supervised_run(tmp_path):
     """A `Run` with only what `supervise` touches; records its checkpoints and final status."""
     run = Run.__new__(Run)
-    run.session = SimpleNamespace(step=4)
+    run.session = SimpleNamespace(step=4, accelerator=SimpleNamespace(num_processes=1))
     run.stop_requested = run.closing = False
     run.first_stop_signal = None
     run.main = True
