@@ -168,13 +168,14 @@ def run_launcher(command: Sequence[str], env: dict[str, str]) -> int:
     :data:`rlrun.interrupt.INTERRUPTED` when a stop signal came.
 
     Each stop signal this process gets (Ctrl-C, SIGTERM, SIGUSR1) goes once to every training
-    process: on the first they finish their step and save a checkpoint, on a second (passed on as
-    SIGINT, or SIGTERM after a first SIGINT) they stop at once, as a single process does. torchrun starts each training process in a session of its
-    own, where a terminal's Ctrl-C does not reach it, so this process sends the signals itself;
-    the launcher runs in its own session too and ignores them (an ignored signal stays ignored
-    across exec; the training processes set their own handlers), or it would pass each one on a
-    second time and, after 30 s, kill processes still saving. A signal before the training
-    processes exist ends the launcher at once.
+    process: on the first they finish their step and save a checkpoint, on a second (passed on
+    as SIGINT, or SIGTERM after a first SIGINT) they stop at once, as a single process does.
+    torchrun starts each training process in a session of its own, where a terminal's Ctrl-C
+    does not reach it, so this process sends the signals itself; the launcher runs in its own
+    session too and ignores them (an ignored signal stays ignored across exec; the training
+    processes set their own handlers), or it would pass each one on a second time and, after
+    30 s, kill processes still saving. A signal before the training processes exist ends the
+    launcher at once.
     """
     on_main_thread = threading.current_thread() is threading.main_thread()
     previous = {}
