@@ -187,7 +187,8 @@ class Run:
         self.dir = directory or RunDir(path)
         self.profile_dir = path / "profile" if options.profile else None
         self.start_wall = 0.0
-        self.stop_requested = False
+        self.stop_requested = False  # a stop signal reached this process
+        self.stopping = False  # every process stops after the step just done (`stop_agreed`)
         self.first_stop_signal: int | None = None
         self.closing = False  # the end is being recorded: a further signal must not cut it short
         # Every process ended after the same whole step (finished, or a stop they agreed on):
@@ -333,7 +334,7 @@ class Run:
     @contextmanager
     def supervise(self) -> Iterator[None]:
         """Ctrl-C, SIGTERM (timeout, SLURM, Kubernetes) and SIGUSR1 ask the loop to stop after the
-        current step (`stop_requested`); the run then saves a checkpoint of that step and ends
+        current step (`stop_requested`, agreed by every process in `stop_agreed`); the run then saves a checkpoint of that step and ends
         "interrupted". A second signal stops at once: the half-done step is lost and nothing is
         saved, so a checkpoint only ever holds a whole step. Any error marks the run failed."""
         status = "failed"
@@ -345,7 +346,7 @@ class Run:
         try:
             yield
             at_step_boundary = True
-            status = "interrupted" if self.stop_requested else "finished"
+            status = "interrupted" if self.stopping else "finished"
         except KeyboardInterrupt:
             status = "interrupted"
         except Exception as exc:
@@ -419,11 +420,15 @@ class Run:
         signal can reach one of them a step before another, and a process that stopped alone
         would leave the others waiting in their next collective operation for ever."""
         accelerator = self.session.accelerator
-        if accelerator.num_processes > 1:
-            flag = torch.tensor([float(self.stop_requested)], device=accelerator.device)
-            torch.distributed.all_reduce(flag, op=torch.distributed.ReduceOp.MAX)
-            self.stop_requested = bool(flag.item())
-        return self.stop_requested
+        if accelerator.num_processes == 1:
+            self.stopping = self.stop_requested
+            return self.stopping
+        flag = torch.tensor([float(self.stop_requested)], device=accelerator.device)
+        torch.distributed.all_reduce(flag, op=torch.distributed.ReduceOp.MAX)
+        # Kept apart from `stop_requested`: a signal handled while this process waited in the
+        # collective, after its flag was read, is agreed on at the next step, not lost.
+        self.stopping = bool(flag.item())
+        return self.stopping
 
     def close(self, status: str) -> None:
         """Record how the run ended (meta.json first: it is what `compare` and `resume` read),

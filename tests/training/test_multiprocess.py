@@ -283,7 +283,7 @@ def test_a_stop_signal_ends_both_processes_at_the_same_step_with_a_checkpoint(tm
         return subprocess.Popen(
             [sys.executable, "-m", "rlrun", *command, "--run-dir", str(tmp_path / case)]
             + ["--num-processes", "2", "--main-process-port", str(_free_port())],
-            env=ENV,
+            env={**ENV, "PYTHONFAULTHANDLER": "1"},  # a hang's stacks, on SIGABRT below
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
             text=True,
@@ -306,7 +306,15 @@ def test_a_stop_signal_ends_both_processes_at_the_same_step_with_a_checkpoint(tm
                 os.kill(pid, signal.SIGTERM)
             if following:
                 procs[following] = start(following)
-            _, err = proc.communicate(timeout=300)
+            try:
+                _, err = proc.communicate(timeout=300)
+            except subprocess.TimeoutExpired:  # trained on, or hung: the rows and stacks tell which
+                rows = metrics.read_text().count("\n")
+                for pid in _descendants(proc.pid)[1:]:
+                    os.kill(pid, signal.SIGABRT)
+                pytest.fail(
+                    f"{case}: running 300 s after the signal, {rows} rows: {proc.communicate(timeout=60)[1][-6000:]}"
+                )
             assert proc.returncode == cases[case], (case, err[-3000:])
             assert "Traceback" not in err and "ChildFailedError" not in err, err[-3000:]
             assert not [pid for pid in tree if Path(f"/proc/{pid}").exists()]

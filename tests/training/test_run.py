@@ -85,7 +85,7 @@ def _supervised_run(tmp_path):
     """A `Run` with only what `supervise` touches; records its checkpoints and final status."""
     run = Run.__new__(Run)
     run.session = SimpleNamespace(step=4, accelerator=SimpleNamespace(num_processes=1))
-    run.stop_requested = run.closing = False
+    run.stop_requested = run.stopping = run.closing = False
     run.first_stop_signal = None
     run.main = True
     run.dir = SimpleNamespace(path=tmp_path, checkpoints=tmp_path / "checkpoints")
@@ -102,13 +102,19 @@ def _supervised_run(tmp_path):
     return run
 
 
+def _end_step(run: Run, step: int) -> None:
+    """What the training loop does when a step is done: count it, then ask whether to stop."""
+    run.session.step = step
+    run.stop_agreed()
+
+
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGUSR1])
 def test_a_stop_signal_ends_the_run_at_the_step_boundary_with_a_checkpoint(tmp_path, sig):
     run = _supervised_run(tmp_path)
     with run.supervise():
         os.kill(os.getpid(), sig)  # arrives mid-step
         assert run.stop_requested
-        run.session.step = 5  # the loop finishes the step, sees stop_requested and leaves
+        _end_step(run, 5)  # the loop finishes the step, agrees to stop and leaves
     assert run.status == "interrupted" and run.saved == [5]
     assert "finishing this step" in run.said[0]
     assert run.said[-1] == f"Interrupted at step 5, saved. Continue with `rlrun resume {tmp_path}`."
@@ -157,7 +163,7 @@ def test_the_same_signal_twice_at_once_is_one_request(tmp_path):
     with run.supervise():
         os.kill(os.getpid(), signal.SIGTERM)
         os.kill(os.getpid(), signal.SIGTERM)
-        run.session.step = 5
+        _end_step(run, 5)
     assert run.status == "interrupted" and run.saved == [5]
 
 
@@ -187,7 +193,7 @@ def test_a_duplicate_that_waits_behind_a_long_computation_is_still_one_request(t
         start = time.monotonic()
         while time.monotonic() - start < 0.4:  # matmuls of >= 0.4 s together, without the GIL
             a @ b
-        run.session.step = 5
+        _end_step(run, 5)
     assert run.status == "interrupted" and run.saved == [5]
 
 
@@ -203,8 +209,42 @@ def test_a_stop_signal_leaves_an_alarm_that_user_code_holds_alone(tmp_path):
         assert 29 < signal.getitimer(signal.ITIMER_REAL)[0] <= 30 and not fired
         signal.alarm(0)
         signal.signal(signal.SIGALRM, previous)
-        run.session.step = 5
+        _end_step(run, 5)
     assert run.status == "interrupted" and run.saved == [5]
+
+
+def test_a_signal_handled_during_the_stop_agreement_is_agreed_on_at_the_next_step(tmp_path, monkeypatch):
+    """Two processes: a signal that reaches this one while it waits in the collective agreeing on
+    a stop, after its own flag was read, is handled when the collective returns. That agreement
+    says "go on" (nobody had asked yet), and the request must stand for the next step: it was
+    overwritten with the answer and lost, and the run trained on to its end (two CI failures)."""
+    run = _supervised_run(tmp_path)
+    run.session.accelerator = SimpleNamespace(num_processes=2, device="cpu")
+    flags = []
+
+    def all_reduce(flag, op):  # the other process asks nothing: the maximum is this one's flag
+        flags.append(flag.item())
+        if len(flags) == 1:
+            os.kill(os.getpid(), signal.SIGTERM)  # handled before the collective returns
+
+    monkeypatch.setattr(torch.distributed, "all_reduce", all_reduce)
+    with run.supervise():
+        _end_step(run, 4)
+        assert not run.stopping and run.stop_requested
+        _end_step(run, 5)
+    assert flags == [0.0, 1.0]
+    assert run.status == "interrupted" and run.saved == [5]
+
+
+def test_a_signal_after_the_last_agreement_leaves_the_run_finished(tmp_path):
+    """The loop has agreed on its last step and ends: a signal now changes nothing. Every process
+    must end alike; one that called itself interrupted would save a checkpoint (a collective) alone
+    and wait for the others for ever."""
+    run = _supervised_run(tmp_path)
+    with run.supervise():
+        _end_step(run, 5)
+        os.kill(os.getpid(), signal.SIGTERM)
+    assert run.status == "finished" and run.saved == []
 
 
 def test_a_second_signal_while_the_end_is_recorded_still_leaves_the_status_written(tmp_path):
@@ -224,6 +264,7 @@ def test_a_second_signal_while_the_end_is_recorded_still_leaves_the_status_writt
     del run.close  # the real one
     with run.supervise():
         os.kill(os.getpid(), signal.SIGTERM)
+        _end_step(run, 4)
     assert written == ["interrupted"] and run.status == "interrupted" and run.saved == [4]
 
 
