@@ -334,9 +334,10 @@ class Run:
     @contextmanager
     def supervise(self) -> Iterator[None]:
         """Ctrl-C, SIGTERM (timeout, SLURM, Kubernetes) and SIGUSR1 ask the loop to stop after the
-        current step (`stop_requested`, agreed by every process in `stop_agreed`); the run then saves a checkpoint of that step and ends
-        "interrupted". A second signal stops at once: the half-done step is lost and nothing is
-        saved, so a checkpoint only ever holds a whole step. Any error marks the run failed."""
+        current step (`stop_requested`, agreed on by every process in `stop_agreed`); the run then
+        saves a checkpoint of that step and ends "interrupted". A second signal stops at once: the
+        half-done step is lost and nothing is saved, so a checkpoint only ever holds a whole step.
+        Any error marks the run failed."""
         status = "failed"
         at_step_boundary = False
         previous = {}
