@@ -66,8 +66,7 @@ def run_once(engine: str, overrides: list[str], steps: int, work: Path) -> dict[
     tokens = [r["response_length/mean"] * (r["samples"] - p["samples"]) for p, r in zip(trained, steps_done)]
     return {
         "tokens_per_s": sum(tokens) / sum(r["timing_s/gen"] for r in steps_done),
-        # the hf engine samples with the trained model itself: nothing to sync
-        "sync_s": statistics.median(r.get("timing_s/sync", 0.0) for r in steps_done),
+        "sync_s": statistics.median(r["timing_s/sync"] for r in steps_done),
         "step_s": statistics.median(r["timing_s/step"] for r in steps_done),
         "run_wall_s": wall,
         "load_before": load_before,
