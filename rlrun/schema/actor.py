@@ -68,7 +68,7 @@ class Actor(Section):
     padding_free: bool = True
     """Forward passes (policy, reference, teacher, critic) without pad tokens where that costs
     less compute than the padded layout: each distinct prompt once, its responses packed after
-    it, each attending to the prompt and itself (in a multi-process run: always, as the
-    processes must make the same forward calls). Equal to the padded layout to float rounding;
-    false = the padded layout always. Models whose attention cannot take a custom mask (flash
+    it, each attending to the prompt and itself (in a multi-process run, by the costs summed
+    over the processes, which must make the same forward calls). Equal to the padded layout to
+    float rounding; false = the padded layout always. Models whose attention cannot take a custom mask (flash
     attention, a sliding window) always use the padded one."""

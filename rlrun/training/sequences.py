@@ -8,6 +8,7 @@ T + 1 positions' logits (`logits_to_keep`), which predict the T response tokens.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Literal
@@ -119,11 +120,20 @@ def response_logits(model: torch.nn.Module, seq: Sequences, *, padding_free: boo
     (`packing`)."""
     T, P = seq.response_mask.shape[1], seq.prompt_width
     prompts, rows = torch.unique(seq.prompt_index, return_inverse=True)
-    whole = len(prompts) == len(rows) or _checkpointing(model)
     N, G = len(rows), len(prompts)
-    # (tokens, attention pairs) of the padded layout: rows whole, or prompts once then responses
-    padded = (N * (P + T), N * (P + T) ** 2) if whole else (G * P + N * T, G * P * P + N * T * (P + T))
-    if padding_free and (layout := _packed_if_cheaper(model, seq, *padded)):
+    hidden = base_model(model).config.hidden_size
+    plan = _layout_plan(
+        model,
+        seq,
+        padding_free=padding_free,
+        # rows whole (one call), or prompts once then the responses over their cache (two calls)
+        whole_cost=forward_cost(tokens=N * (P + T), attention_pairs=N * (P + T) ** 2, hidden_size=hidden),
+        shared_cost=forward_cost(
+            tokens=G * P + N * T, attention_pairs=G * P * P + N * T * (P + T), hidden_size=hidden
+        ),
+        whole=len(prompts) == len(rows) or _checkpointing(model),
+    )
+    if layout := plan.layout:
         columns = layout.needed_columns  # the same in every packed row: no logits for most prompt tokens
         out = model(
             input_ids=layout.input_ids,
@@ -133,7 +143,7 @@ def response_logits(model: torch.nn.Module, seq: Sequences, *, padding_free: boo
             logits_to_keep=columns,
         )
         return layout.gather(out.logits, columns).float()
-    if whole:
+    if plan.whole:
         out = model(
             input_ids=seq.input_ids,
             attention_mask=seq.attention_mask,
@@ -175,32 +185,61 @@ def packs(model: torch.nn.Module) -> bool:
     return config._attn_implementation in ("sdpa", "eager") and not (window or alibi) and full and library
 
 
-def _packed_if_cheaper(
-    model: torch.nn.Module, seq: Sequences, padded_tokens: int, padded_pairs: int
-) -> PackedLayout | None:
-    """The packed layout of `seq` if the model takes it and it costs less than the padded one
-    (responses near full length pack into little less, while a packed row's attention spans
-    whole groups); None also without any response token (nothing to read)."""
-    if not packs(model):
-        return None
-    layout = pack(
-        input_ids=seq.input_ids,
-        attention_mask=seq.attention_mask,
-        response_mask=seq.response_mask,
-        prompt_index=seq.prompt_index,
-        pad_id=seq.pad_id,
-        # the dtype transformers gives its own masks: the input embeddings'
-        dtype=base_model(model).get_input_embeddings().weight.dtype,
-    )
+@dataclass(frozen=True)
+class LayoutPlan:
+    """How one forward call lays its rows out: packed (`layout`), else padded, rows whole or
+    (`whole` false) each prompt once with its rows' responses over the gathered cache."""
+
+    layout: PackedLayout | None
+    whole: bool
+
+
+def _layout_plan(
+    model: torch.nn.Module,
+    seq: Sequences,
+    *,
+    padding_free: bool,
+    whole_cost: float,
+    shared_cost: float,
+    whole: bool,
+) -> LayoutPlan:
+    """The cheaper layout by `forward_cost`: packed where the model takes it (`packs`) and it
+    costs less than the padded one (responses near full length pack into little less, while a
+    packed row's attention spans whole groups), and a batch without any response token has
+    nothing to read packed.
+
+    Across processes every forward call is a collective (DDP's buffer broadcast, FSDP's
+    all-gathers) and the layouts differ in calls (whole rows one, the shared prompt two), so
+    the processes agree, in one all-reduce: rows whole if any must, packed if the costs summed
+    over the processes say so."""
+    layout = None
+    if padding_free and packs(model):
+        layout = pack(
+            input_ids=seq.input_ids,
+            attention_mask=seq.attention_mask,
+            response_mask=seq.response_mask,
+            prompt_index=seq.prompt_index,
+            pad_id=seq.pad_id,
+            # the dtype transformers gives its own masks: the input embeddings'
+            dtype=base_model(model).get_input_embeddings().weight.dtype,
+        )
+    packed = _packed_cost(layout, base_model(model).config.hidden_size) if layout is not None else math.inf
+    costs = [packed, whole_cost, shared_cost, float(whole)]
+    if torch.distributed.is_initialized() and torch.distributed.get_world_size() > 1:
+        summed = torch.tensor(costs, dtype=torch.float64, device=seq.input_ids.device)
+        torch.distributed.all_reduce(summed)
+        costs = summed.tolist()
+    packed, whole_cost, shared_cost, must_run_whole = costs
+    padded = whole_cost if must_run_whole else shared_cost
+    return LayoutPlan(layout if packed < padded else None, whole=must_run_whole > 0)
+
+
+def _packed_cost(layout: PackedLayout, hidden_size: int) -> float:
+    """`forward_cost` of the packed rows; infinite with no response token to read."""
+    if not layout.valid.any():
+        return math.inf
     rows, width = layout.input_ids.shape
-    hidden = base_model(model).config.hidden_size
-    packed = forward_cost(tokens=rows * width, attention_pairs=rows * width**2, hidden_size=hidden)
-    padded = forward_cost(tokens=padded_tokens, attention_pairs=padded_pairs, hidden_size=hidden)
-    # Across processes every forward call is a collective (DDP's buffer broadcast, FSDP's
-    # all-gathers) and the shared-prompt path makes two calls where this makes one, so a choice
-    # by each process's own rows would hang: a multi-process run always packs.
-    everywhere = torch.distributed.is_initialized() and torch.distributed.get_world_size() > 1
-    return layout if (everywhere or packed < padded) and layout.valid.any() else None
+    return forward_cost(tokens=rows * width, attention_pairs=rows * width**2, hidden_size=hidden_size)
 
 
 def forward_cost(*, tokens: int, attention_pairs: int, hidden_size: int) -> float:
@@ -218,6 +257,9 @@ def _checkpointing(model: torch.nn.Module) -> bool:
     return False
 
 
+ENTROPY_CHUNK_ELEMENTS = 2**25  # logits per chunk of the entropy metric: 128 MiB of float32
+
+
 def response_log_probs(
     model: torch.nn.Module,
     seq: Sequences,
@@ -229,12 +271,23 @@ def response_log_probs(
 ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
     """(log_probs, entropy, logits) of the response tokens under the temperature-scaled
     distribution they were sampled from. Entropy is computed only when asked, with or without
-    its gradient (a metric needs no backward through the vocabulary)."""
-    logits = response_logits(model, seq, padding_free=padding_free) / temperature
+    its gradient (a metric needs no backward through the vocabulary).
+
+    Memory: the (N, T, vocabulary) logits are the largest tensors of a step (1.6 GB for 16 rows
+    of 512 tokens and SmolLM2's 49,152 tokens), so no copy is made that need not be: no division
+    at temperature 1 (x / 1 is x to the bit), and the entropy metric a few rows at a time (its
+    softmax and products would otherwise add two more such tensors at once)."""
+    logits = response_logits(model, seq, padding_free=padding_free)
+    if temperature != 1.0:
+        logits = logits / temperature
     log_probs = logits.log_softmax(-1).gather(-1, seq.response_ids.unsqueeze(-1)).squeeze(-1)
     ent = None
-    if entropy is not None:
-        ent = entropy_from_logits(logits if entropy == "grad" else logits.detach())
+    if entropy == "grad":
+        ent = entropy_from_logits(logits)
+    elif entropy == "detached":
+        rows = max(1, ENTROPY_CHUNK_ELEMENTS // logits[0].numel())
+        with torch.no_grad():
+            ent = torch.cat([entropy_from_logits(chunk) for chunk in logits.split(rows)])
     return log_probs, ent, logits if return_logits else None
 
 
@@ -242,8 +295,16 @@ def response_values(critic: torch.nn.Module, seq: Sequences, *, padding_free: bo
     """(N, T) critic values of the states before each response token (0 past a response's end
     when the packed layout ran: see `response_logits`)."""
     T = seq.response_mask.shape[1]
-    padded = (seq.input_ids.numel(), seq.input_ids.numel() * seq.input_ids.shape[1])  # rows whole
-    if padding_free and (layout := _packed_if_cheaper(critic, seq, *padded)):
+    whole = forward_cost(
+        tokens=seq.input_ids.numel(),
+        attention_pairs=seq.input_ids.numel() * seq.input_ids.shape[1],
+        hidden_size=base_model(critic).config.hidden_size,
+    )
+    # the critic runs rows whole (no shared-prompt path)
+    plan = _layout_plan(
+        critic, seq, padding_free=padding_free, whole_cost=whole, shared_cost=whole, whole=True
+    )
+    if layout := plan.layout:
         values = critic(
             input_ids=layout.input_ids,
             attention_mask=layout.attention_bias,

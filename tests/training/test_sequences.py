@@ -1,9 +1,12 @@
+import math
 from types import SimpleNamespace
 
 import pytest
 import torch
 
+from rlrun.algorithms.masked import entropy_from_logits
 from rlrun.shared_prefix import base_model
+from rlrun.training import sequences
 from rlrun.training.models import ValueModel, load_causal_lm, with_lora
 from rlrun.training.sequences import (
     Sequences,
@@ -12,6 +15,7 @@ from rlrun.training.sequences import (
     packs,
     pad_response,
     response_log_probs,
+    response_logits,
     response_values,
 )
 
@@ -73,6 +77,24 @@ def test_log_probs_are_invariant_to_padding_and_batching(random_lm):
     torch.testing.assert_close(whole, alone, rtol=1e-4, atol=1e-5)
     chunked = forward_batched(lambda q: response_log_probs(random_lm, q, 0.7)[0], seq=seq, chunk=2)
     torch.testing.assert_close(chunked * seq.response_mask, whole, rtol=1e-4, atol=1e-5)
+
+
+def test_the_entropy_metric_in_chunks_and_temperature_1_without_a_division_change_nothing(
+    random_lm, monkeypatch
+):
+    """The detached entropy, computed a few rows at a time to cap memory, equals the entropy of
+    the whole logits (here chunks of 1 row: 4 x 24 = 96 logits each, the chunk size 100); at
+    temperature 1 the logits are used as they are, the same to the bit as divided by 1."""
+    seq = _seq()
+    logits = response_logits(random_lm, seq)
+    monkeypatch.setattr(sequences, "ENTROPY_CHUNK_ELEMENTS", 100)
+    for temperature in (0.7, 1.0):
+        log_probs, entropy, _ = response_log_probs(random_lm, seq, temperature, entropy="detached")
+        scaled = logits / temperature
+        assert torch.equal(entropy, entropy_from_logits(scaled))
+        assert torch.equal(
+            log_probs, scaled.log_softmax(-1).gather(-1, seq.response_ids.unsqueeze(-1)).squeeze(-1)
+        )
 
 
 def _grouped_seq():
@@ -236,13 +258,109 @@ def test_16_samples_of_up_to_512_tokens_keep_the_prompt_cache_and_would_pack_exa
     response_log_probs(embedded_lm, seq, 1.0, padding_free=True)
     hook.remove()
     assert shapes == [(2, 9), (32, 512)]  # the prompts, then the responses on their cache
-    # Several processes always pack (each forward is a collective, and the choice must agree):
-    # the packed layout of this batch gives the padded log-probs, entropies and gradients, up to
-    # float32 rounding that grows with the keys a softmax sums (measured: 3 of 16,384 log-probs
-    # near -8 apart by up to 2.3e-5, 2.7e-6 relative).
+    # Packed all the same (as where the costs summed over several processes choose it), this
+    # batch gives the padded log-probs, entropies and gradients, up to float32 rounding that grows
+    # with the keys a softmax sums (measured: 3 of 16,384 log-probs near -8 apart by up to
+    # 2.3e-5, 2.7e-6 relative).
+    monkeypatch.setattr(sequences, "_packed_cost", lambda layout, hidden_size: 0.0)
+    _assert_packed_equals_padded(embedded_lm, seq, rtol=1e-5)
+
+
+def _one_prompt_16_samples(long: int) -> Sequences:
+    """A 9-token prompt and 16 responses: `long` of 512 tokens, the others of 8."""
+    generator = torch.Generator().manual_seed(0)
+    lengths = torch.tensor([512] * long + [8] * (16 - long))
+    mask = (torch.arange(512) < lengths.unsqueeze(1)).long()
+    responses = torch.randint(3, 78, (16, 512), generator=generator) * mask
+    prompt = torch.randint(3, 78, (9,), generator=generator).tolist()
+    return Sequences.build([prompt], responses, mask, pad_id=0, n=16)
+
+
+def _saved_for_backward_mib(model, seq) -> float:
+    """What a forward keeps for the backward (activations, masks): the bulk of training memory,
+    counted exactly (each storage once), where a process's peak RSS would be noisy."""
+    storages = {}
+
+    def keep(t):
+        storages[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(keep, lambda t: t):
+        response_log_probs(model, seq, 1.0, padding_free=True)
+    return sum(storages.values()) / 2**20
+
+
+@pytest.mark.slow  # 20-40 s: eight forwards over 16 x 521 tokens
+def test_with_16_samples_of_512_tokens_packing_pays_while_few_run_long_and_never_costs_memory(
+    embedded_lm, monkeypatch
+):
+    """`forward_cost` (hidden size 128): the padded layout, the prompt once then 16 responses of
+    512 columns, is 9 + 16*512 = 8,201 tokens and 81 + 16*512*521 = 4,268,113 attention pairs:
+    8,201 + 4,268,113 / 768 = 13,758. Packed, one row of 9 + 512k + 8(16 - k) tokens for k long
+    responses: k = 1: 641 + 641^2 / 768 = 1,176; k = 4: 2,153 + 6,036 = 8,189; k = 8: 4,169 +
+    22,631 = 26,800; k = 16: 8,201 + 87,573 = 95,774. So packed up to k = 4, padded from k = 8.
+    Memory does not jump where the choice turns: what the chosen layout keeps for the backward
+    is never more than the padded layout keeps (measured: packed 42, 137 MiB at k = 1, 4; padded
+    503 MiB); packing all 16 at full length (as multi-process runs once did) would keep 694 MiB."""
+    for long, packed in [(1, True), (4, True), (8, False), (16, False)]:
+        seq = _one_prompt_16_samples(long)
+        shapes = []
+        hook = (
+            base_model(embedded_lm)
+            .get_input_embeddings()
+            .register_forward_hook(lambda m, i, o, seen=shapes: seen.append(tuple(i[0].shape)))
+        )
+        chosen = _saved_for_backward_mib(embedded_lm, seq)
+        hook.remove()
+        width = 9 + 512 * long + 8 * (16 - long)
+        assert shapes == ([(1, width)] if packed else [(1, 9), (16, 512)]), long
+        with monkeypatch.context() as forced:
+            forced.setattr(sequences, "_packed_cost", lambda layout, hidden_size: math.inf)
+            padded = _saved_for_backward_mib(embedded_lm, seq)
+            assert chosen <= padded, long
+            if long == 16:  # packing full-length groups anyway (as multi-process runs did) keeps more
+                forced.setattr(sequences, "_packed_cost", lambda layout, hidden_size: 0.0)
+                assert _saved_for_backward_mib(embedded_lm, seq) > 1.3 * padded
+
+
+def test_processes_agree_on_the_layout_by_their_summed_costs(embedded_lm, monkeypatch):
+    """This process's rows: 2 prompts of 2 tokens, 2 responses each, of 6 and 1 tokens (T = 6).
+    `forward_cost` (hidden size 128) here: rows whole 4*8 + 4*64/768 = 32.33; the prompts once
+    then the responses 2*2 + 4*6 = 28 tokens, 2*4 + 4*6*8 = 200 pairs: 28.26; packed, two rows
+    of 2 + 6 + 1 = 9: 18 + 162/768 = 18.21, the cheapest here. Another process adds its own
+    costs (packed, whole, shared, must run whole) in the one all-reduce, and the sums choose."""
+    seq = Sequences.build(
+        [[5, 6], [7, 8]],
+        torch.randint(3, 78, (4, 6), generator=torch.Generator().manual_seed(0)),
+        (torch.arange(6) < torch.tensor([[6], [1], [6], [1]])).long(),
+        pad_id=0,
+        n=2,
+    )
     monkeypatch.setattr(torch.distributed, "is_initialized", lambda: True)
     monkeypatch.setattr(torch.distributed, "get_world_size", lambda group=None: 2)
-    _assert_packed_equals_padded(embedded_lm, seq, rtol=1e-5)
+    for other, calls in [
+        ([0.0, 0.0, 0.0, 0.0], [(2, 9)]),  # alone: packed
+        ([30.0, 32.0, 10.0, 0.0], [(2, 2), (4, 6)]),  # 48.21 packed > 38.26 shared: padded, shared
+        ([60.0, 10.0, 10.0, 1.0], [(4, 8)]),  # one must run rows whole: 42.33 whole < 78.21 packed
+    ]:
+        reduced = []
+
+        def all_reduce(t, other=other, reduced=reduced):
+            reduced.append(t.tolist())
+            t.add_(torch.tensor(other, dtype=t.dtype))
+
+        monkeypatch.setattr(torch.distributed, "all_reduce", all_reduce)
+        shapes = []
+        hook = embedded_lm.model.embed_tokens.register_forward_hook(
+            lambda m, i, o, seen=shapes: seen.append(tuple(i[0].shape))
+        )
+        response_log_probs(embedded_lm, seq, 1.0, padding_free=True)
+        hook.remove()
+        assert len(reduced) == 1
+        torch.testing.assert_close(
+            torch.tensor(reduced[0]), torch.tensor([18 + 162 / 768, 32 + 256 / 768, 28 + 200 / 768, 0.0])
+        )
+        assert shapes == calls, other
 
 
 @pytest.mark.parametrize("attention", ["eager", "sdpa"])
