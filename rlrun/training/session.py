@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, fields
@@ -291,12 +292,14 @@ class Session:
             yield self._forward(self.unwrapped_policy, compile=False)
 
     def evaluate(self) -> dict[str, float]:
-        """Held-out accuracy (`val/accuracy` = mean@k) on the validation split."""
+        """Held-out accuracy (`val/accuracy` = mean@k) on the validation split, and its seconds
+        (`timing_s/eval`: a row's wall time less these is training time)."""
         if self.val_data is None:
             return {}
+        start = time.perf_counter()
         with gathered(self.policy):
             result = evaluate_recipe(self.engine, self.tokenizer, self.val_data, self.recipe, self.reward_fn)
-        return result.metrics()
+        return result.metrics() | {"timing_s/eval": time.perf_counter() - start}
 
     # --- checkpointed state ---------------------------------------------------------------
 
