@@ -76,6 +76,10 @@ def test_every_recipe_trains_checkpoints_and_resumes(recipe, tmp_path):
     ):
         assert key in rows[1], key
     assert "val/accuracy" in rows[0] and "val/accuracy" in rows[-1]
+    # each evaluation's seconds, within its row's wall time (step 0: nearly all of it; wall times
+    # are kept to the millisecond)
+    assert all(0 < r["timing_s/eval"] <= r["wall_time_s"] + 0.0005 for r in (rows[0], rows[-1]))
+    assert all("timing_s/eval" not in r for r in rows[1:-1])  # no evaluation there
     meta = json.loads((run_dir / "meta.json").read_text())
     assert meta["status"] == "finished" and meta["end_time"] and meta["algorithm"]["advantage"]
     setup = {key: value for key, value in meta["setup"].items() if key != "device_name"}
