@@ -21,8 +21,9 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, replace
-from itertools import pairwise
+from dataclasses import asdict, dataclass, field, replace
+from functools import partial
+from itertools import accumulate, pairwise
 from pathlib import Path
 
 import torch
@@ -60,6 +61,21 @@ class Spec:
     prompts_per_step: int = PROMPTS_PER_STEP
     samples_per_prompt: int = SAMPLES_PER_PROMPT
     chat: bool = False  # the real model: chat-template prompts asking for the number, math_answer reward
+    micro_batch_samples: int | None = None  # rows per forward/backward, both sides; None: the step's rows
+    layout: str = "auto"  # rlrun's forward layout: its cost model's choice, or forced "packed" / "padded"
+    recipe: str = "grpo"  # the built-in recipe rlrun's side starts from (the overrides set the rest)
+    lr_scheduler: tuple[str, int, float] = ("constant", 0, 0.0)  # rlrun's (name, warm-up steps, min lr ratio)
+    eval_every: int = (
+        0  # held-out greedy accuracy every this many steps, both sides, not timed; 0: at the end
+    )
+
+    @property
+    def rows(self) -> int:
+        return self.prompts_per_step * self.samples_per_prompt
+
+    @property
+    def micro_rows(self) -> int:
+        return self.micro_batch_samples or self.rows
 
     @property
     def eval_tokens(self) -> int:
@@ -76,6 +92,10 @@ class Result:
     samples: list[str]  # the first step's first prompt, then a few of its completions with their token counts
     peak_rss_mib: float
     acc_after: float
+    phase_s: dict[str, float] = field(default_factory=dict)  # rlrun: mean timing_s/* over the timed steps
+    packed_forwards: int = 0  # rlrun: forwards that ran packed...
+    layout_forwards: int = 0  # ...of all its forwards
+    curve: list[list[float]] = field(default_factory=list)  # [step, training seconds, held-out accuracy]
 
     @property
     def median_step_s(self) -> float:
@@ -89,13 +109,16 @@ class Result:
     @property
     def mean_response_tokens(self) -> float:
         """Completion tokens per sampled response over the timed steps."""
-        rows = self.spec.prompts_per_step * self.spec.samples_per_prompt
-        return statistics.mean(self.completion_tokens[self.timed()]) / rows
+        return statistics.mean(self.completion_tokens[self.timed()]) / self.spec.rows
 
     def timed(self) -> slice:
-        """All steps but the first (warm-up: allocator, lazy init) and the last (rlrun's
-        closing evaluation falls in it), when there are enough."""
-        return slice(1, -1) if len(self.step_times_s) > 2 else slice(None)
+        return timed_steps(len(self.step_times_s))
+
+
+def timed_steps(steps: int) -> slice:
+    """All steps but the first (warm-up: allocator, lazy init) and the last (rlrun's closing
+    evaluation falls in it), when there are enough."""
+    return slice(1, -1) if steps > 2 else slice(None)
 
 
 # --- shared by both sides -------------------------------------------------------------------
@@ -195,8 +218,11 @@ def peak_rss_mib() -> float:
 
 def run_trl(spec: Spec) -> Result:
     from datasets import Dataset
-    from transformers import TrainerCallback
+    from torch.optim.lr_scheduler import LambdaLR
+    from transformers import TrainerCallback, TrainerState
     from trl import GRPOConfig, GRPOTrainer
+
+    from rlrun.training.optim import lr_factor
 
     train, val = arithmetic_splits(spec.val_prompts)
     if spec.chat:  # conversational prompts: TRL applies the chat template itself
@@ -218,7 +244,6 @@ def run_trl(spec: Spec) -> Result:
         scores = score([str(p) for p in prompts], texts, answer)
         reward_per_step.append(sum(scores) / len(scores))
         if not samples:
-            tokenizer = load_tokenizer(spec.model_dir)
             shown = prompts[0]
             if isinstance(shown, list):  # the conversation as TRL renders it for generation
                 shown = tokenizer.apply_chat_template(shown, tokenize=False, add_generation_prompt=True)
@@ -226,20 +251,47 @@ def run_trl(spec: Spec) -> Result:
             samples.extend(sample_line(tokenizer, t) for t in texts[:SHOWN])
         return scores
 
+    tokenizer = load_tokenizer(spec.model_dir)
+
     class StepClock(TrainerCallback):
+        """Step-end marks on a clock that stops while the held-out evaluations run."""
+
         def __init__(self) -> None:
             self.marks: list[float] = []
+            self.curve: list[list[float]] = []
+            self.paused = 0.0
 
         def on_train_begin(self, *_: object, **__: object) -> None:
             self.marks.append(time.perf_counter())
 
-        def on_step_end(self, *_: object, **__: object) -> None:
-            self.marks.append(time.perf_counter())
+        def on_step_end(self, _args: object, state: TrainerState, *__: object, **kwargs: object) -> None:
+            self.marks.append(time.perf_counter() - self.paused)
+            if spec.eval_every and state.global_step % spec.eval_every == 0:
+                start = time.perf_counter()
+                acc = greedy_accuracy(
+                    kwargs["model"], tokenizer, val, chat=spec.chat, max_new_tokens=spec.eval_tokens
+                )
+                self.paused += time.perf_counter() - start
+                self.curve.append([state.global_step, self.marks[-1] - self.marks[0], acc])
+
+    class Trainer(GRPOTrainer):
+        def create_scheduler(self, num_training_steps: int, optimizer: object = None) -> LambdaLR:
+            """rlrun's schedule, step for step (transformers' warm-up starts from a rate of 0)."""
+            if self.lr_scheduler is None:
+                name, warmup, min_ratio = spec.lr_scheduler
+                factor = partial(
+                    lr_factor, name=name, warmup_steps=warmup, total_steps=spec.steps, min_lr_ratio=min_ratio
+                )
+                self.lr_scheduler = LambdaLR(optimizer or self.optimizer, factor)
+            return self.lr_scheduler
 
     config = GRPOConfig(
         output_dir=str(Path(spec.work_dir) / "trl"),
         max_steps=spec.steps,
-        per_device_train_batch_size=spec.prompts_per_step * spec.samples_per_prompt,  # one step per rollout
+        # One optimizer step per rollout, in micro-batches (TRL generates once per steps_per_generation,
+        # which defaults to gradient_accumulation_steps).
+        per_device_train_batch_size=spec.micro_rows,
+        gradient_accumulation_steps=spec.rows // spec.micro_rows,
         num_generations=spec.samples_per_prompt,
         max_completion_length=spec.max_new_tokens,
         generation_kwargs={"min_new_tokens": spec.max_new_tokens} if spec.fixed_length else None,
@@ -247,8 +299,7 @@ def run_trl(spec: Spec) -> Result:
         beta=spec.beta,  # k3 estimator when > 0
         loss_type="dapo",  # token-mean over the whole batch, like rlrun's token-mean
         epsilon=0.2,
-        learning_rate=spec.lr,
-        lr_scheduler_type="constant",
+        learning_rate=spec.lr,  # on rlrun's schedule (Trainer.create_scheduler)
         adam_beta1=0.9,
         adam_beta2=0.99,
         adam_epsilon=1e-8,
@@ -266,7 +317,7 @@ def run_trl(spec: Spec) -> Result:
         disable_tqdm=True,
     )
     clock = StepClock()
-    trainer = GRPOTrainer(
+    trainer = Trainer(
         model=spec.model_dir,
         reward_funcs=reward,
         args=config,
@@ -275,14 +326,12 @@ def run_trl(spec: Spec) -> Result:
     )
     trainer.train()
     acc_after = greedy_accuracy(
-        trainer.model,
-        load_tokenizer(spec.model_dir),
-        val,
-        chat=spec.chat,
-        max_new_tokens=spec.eval_tokens,
+        trainer.model, tokenizer, val, chat=spec.chat, max_new_tokens=spec.eval_tokens
     )
     step_times = [b - a for a, b in pairwise(clock.marks)]
-    return Result(spec, step_times, tokens_per_step, reward_per_step, samples, peak_rss_mib(), acc_after)
+    result = Result(spec, step_times, tokens_per_step, reward_per_step, samples, peak_rss_mib(), acc_after)
+    result.curve = clock.curve
+    return result
 
 
 # --- rlrun ---------------------------------------------------------------------------------
@@ -318,23 +367,45 @@ def rlrun_overrides(spec: Spec) -> list[str]:
         "actor.optimizer.betas=[0.9, 0.99]",
         "actor.optimizer.eps=1.0e-8",
         "actor.optimizer.weight_decay=0.0",
-        "actor.lr_scheduler.name=constant",
-        "actor.lr_scheduler.warmup_steps=0",
+        f"actor.lr_scheduler.name={spec.lr_scheduler[0]}",
+        f"actor.lr_scheduler.warmup_steps={spec.lr_scheduler[1]}",
+        f"actor.lr_scheduler.min_lr_ratio={spec.lr_scheduler[2]}",
         "actor.grad_clip=1.0",
         "actor.ppo_epochs=1",
-        f"actor.mini_batch_samples={spec.prompts_per_step * spec.samples_per_prompt}",
-        f"actor.micro_batch_samples={spec.prompts_per_step * spec.samples_per_prompt}",
+        f"actor.mini_batch_samples={spec.rows}",
+        f"actor.micro_batch_samples={spec.micro_rows}",
+        f"actor.padding_free={str(spec.layout != 'padded').lower()}",
         f"actor.kl_loss.enabled={str(spec.beta > 0).lower()}",
         f"actor.kl_loss.coef={spec.beta}",
         "actor.kl_loss.estimator=low_var_kl",  # k3, as TRL
-        "trainer.eval.every_steps=0",  # rlrun evaluates only at the start and the end
-        # rlrun's own evaluations fall outside the timed steps and TRL runs none: a token few, so
-        # that both sides' memory and wall time carry only the shared greedy evaluation.
-        f"trainer.eval.prompts={min(spec.val_prompts, RLRUN_EVAL_PROMPTS)}",
+        # rlrun's own evaluations (the start, the end, every eval_every steps) are not timed;
+        # without eval_every, a token few, so that both sides' memory carries only the shared one.
+        f"trainer.eval.every_steps={spec.eval_every}",
+        f"trainer.eval.prompts={spec.val_prompts if spec.eval_every else min(spec.val_prompts, RLRUN_EVAL_PROMPTS)}",
         "trainer.checkpoint.every_steps=0",  # only the final one, after the last timed step
         "logging.wandb.enabled=false",
         "logging.samples_every_steps=1",
     ]
+
+
+def probe_layouts(layout: str) -> list[bool]:
+    """Record the layout each forward takes (True: packed) in the returned list; with `layout`
+    "packed", pack every forward (the cost model's own choice is what an "auto" run records).
+    "padded" needs no probe: `actor.padding_free=false`."""
+    from rlrun.training import sequences
+
+    plan = sequences._layout_plan
+    taken: list[bool] = []
+
+    def probe(*args: object, **kwargs: object) -> sequences.LayoutPlan:
+        chosen = plan(*args, **kwargs)
+        taken.append(chosen.layout is not None)
+        return chosen
+
+    sequences._layout_plan = probe
+    if layout == "packed":  # packed costs nothing: always the cheaper
+        sequences._packed_cost = lambda *_: 0.0
+    return taken
 
 
 def run_rlrun(spec: Spec) -> Result:
@@ -344,15 +415,20 @@ def run_rlrun(spec: Spec) -> Result:
 
     _, val = arithmetic_splits(spec.val_prompts)
     overrides = rlrun_overrides(spec)
-    loaded = load_recipe(builtin_path("grpo"), overrides)
+    loaded = load_recipe(builtin_path(spec.recipe), overrides)
+    taken = probe_layouts(spec.layout)
     run = train(loaded, RunOptions(run_dir=Path(spec.work_dir) / "run"), say=print, overrides=overrides)
     records = [json.loads(line) for line in run.dir.metrics_file.read_text().splitlines()]
     steps = [m for m in records if m["step"] > 0]
     walls = [records[0]["wall_time_s"]] + [m["wall_time_s"] for m in steps]
-    step_times = [b - a for a, b in pairwise(walls)]
-    tokens = [
-        round(m["response_length/mean"] * spec.prompts_per_step * spec.samples_per_prompt) for m in steps
+    # less the evaluation logged in the step's row (timing_s/eval): training seconds
+    step_times = [b - a - m.get("timing_s/eval", 0.0) for (a, b), m in zip(pairwise(walls), steps)]
+    curve = [[0, 0.0, records[0]["val/accuracy"]]] + [
+        [m["step"], t, m["val/accuracy"]]
+        for m, t in zip(steps, accumulate(step_times))
+        if "val/accuracy" in m
     ]
+    tokens = [round(m["response_length/mean"] * spec.rows) for m in steps]
     tokenizer = load_tokenizer(spec.model_dir)
     first = [json.loads(line) for line in run.dir.samples_file.read_text().splitlines()][:SHOWN]
     samples = [f"prompt {first[0]['prompt']!r}, answer {first[0]['ground_truth']!r}"]
@@ -365,7 +441,24 @@ def run_rlrun(spec: Spec) -> Result:
         max_new_tokens=spec.eval_tokens,
     )
     rewards = [m["critic/score/mean"] for m in steps]
-    return Result(spec, step_times, tokens, rewards, samples, peak_rss_mib(), acc_after)
+    timed = steps[timed_steps(len(steps))]
+    phases = {
+        key.removeprefix("timing_s/"): statistics.mean(m.get(key, 0.0) for m in timed)
+        for key in sorted({k for m in timed for k in m if k.startswith("timing_s/")})
+    }
+    return Result(
+        spec,
+        step_times,
+        tokens,
+        rewards,
+        samples,
+        peak_rss_mib(),
+        acc_after,
+        phases,
+        sum(taken),
+        len(taken),
+        curve,
+    )
 
 
 # --- orchestration --------------------------------------------------------------------------
@@ -612,7 +705,7 @@ def main() -> None:
                     f"load average {load_before:.1f} -> {os.getloadavg()[0]:.1f})",
                     flush=True,
                 )
-                rows = spec.prompts_per_step * spec.samples_per_prompt
+                rows = spec.rows
                 first = f" (the first {PER_STEP_SHOWN})" if spec.steps > PER_STEP_SHOWN else ""
                 print(
                     f"    per step{first}: mean response tokens "
