@@ -176,6 +176,7 @@ def main() -> None:
         "--repeats", type=int, default=1, help="run the grid this many times, every other backwards"
     )
     parser.add_argument("--no-forced", action="store_true", help="skip rlrun's other-layout runs")
+    parser.add_argument("--sides", default="trl,rlrun", help="comma-separated subset of trl,rlrun")
     parser.add_argument("--json", type=Path, help="write every run's result here (for --report)")
     parser.add_argument("--png", type=Path, help="draw the pictures here")
     parser.add_argument("--report", type=Path, nargs="+", help="only the table (and --png) from --json files")
@@ -213,7 +214,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="scaling_") as tmp:
         for rep in range(args.repeats):
             for spec in points if rep % 2 == 0 else points[::-1]:
-                for side in ("rlrun", "trl") if flip else ("trl", "rlrun"):
+                for side in (
+                    s for s in (("rlrun", "trl") if flip else ("trl", "rlrun")) if s in args.sides.split(",")
+                ):
                     work = Path(tmp) / f"{rep}-{spec.workload}-{side}"
                     results.append(r := run_one(replace(spec, side=side), work))
                     if side == "rlrun" and not args.no_forced:
