@@ -65,9 +65,7 @@ class Spec:
     layout: str = "auto"  # rlrun's forward layout: its cost model's choice, or forced "packed" / "padded"
     recipe: str = "grpo"  # the built-in recipe rlrun's side starts from (the overrides set the rest)
     lr_scheduler: tuple[str, int, float] = ("constant", 0, 0.0)  # rlrun's (name, warm-up steps, min lr ratio)
-    eval_every: int = (
-        0  # held-out greedy accuracy every this many steps, both sides, not timed; 0: at the end
-    )
+    eval_every: int = 0  # steps between held-out greedy evaluations (not timed); 0: at the end
 
     @property
     def rows(self) -> int:
@@ -329,9 +327,16 @@ def run_trl(spec: Spec) -> Result:
         trainer.model, tokenizer, val, chat=spec.chat, max_new_tokens=spec.eval_tokens
     )
     step_times = [b - a for a, b in pairwise(clock.marks)]
-    result = Result(spec, step_times, tokens_per_step, reward_per_step, samples, peak_rss_mib(), acc_after)
-    result.curve = clock.curve
-    return result
+    return Result(
+        spec,
+        step_times,
+        tokens_per_step,
+        reward_per_step,
+        samples,
+        peak_rss_mib(),
+        acc_after,
+        curve=clock.curve,
+    )
 
 
 # --- rlrun ---------------------------------------------------------------------------------
@@ -454,10 +459,10 @@ def run_rlrun(spec: Spec) -> Result:
         samples,
         peak_rss_mib(),
         acc_after,
-        phases,
-        sum(taken),
-        len(taken),
-        curve,
+        phase_s=phases,
+        packed_forwards=sum(taken),
+        layout_forwards=len(taken),
+        curve=curve,
     )
 
 

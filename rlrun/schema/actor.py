@@ -70,5 +70,5 @@ class Actor(Section):
     less compute than the padded layout: each distinct prompt once, its responses packed after
     it, each attending to the prompt and itself (in a multi-process run, by the costs summed
     over the processes, which must make the same forward calls). Equal to the padded layout to
-    float rounding; false = the padded layout always. Models whose attention cannot take a custom mask (flash
-    attention, a sliding window) always use the padded one."""
+    float rounding; false = the padded layout always. Models whose attention cannot take a
+    custom mask (flash attention, a sliding window) always use the padded one."""

@@ -285,7 +285,7 @@ def response_log_probs(
     if entropy == "grad":
         ent = entropy_from_logits(logits)
     elif entropy == "detached":
-        rows = max(1, ENTROPY_CHUNK_ELEMENTS // logits[0].numel())
+        rows = max(1, ENTROPY_CHUNK_ELEMENTS // logits.shape[1:].numel())
         with torch.no_grad():
             ent = torch.cat([entropy_from_logits(chunk) for chunk in logits.split(rows)])
     return log_probs, ent, logits if return_logits else None
