@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -127,10 +128,24 @@ def read_columns(path: str | Path) -> tuple[set[str], dict[str, Any] | None]:
     return (set(first[1]) if first else set()), (first[1] if first else None)
 
 
-def _parquet(path: Path, read: Any) -> Any:
-    import pyarrow
-    import pyarrow.parquet as pq
+def _reader(source: str, module: str) -> Any:
+    """`module` imported, or a DataError at `source`: an installed reader whose own dependencies do
+    not match (a `datasets` newer than the `huggingface_hub` beside it) fails at import, and that
+    is the environment's fault, not a traceback's."""
+    try:
+        return importlib.import_module(module)
+    except ImportError as err:
+        package = module.partition(".")[0]
+        raise DataError(
+            source,
+            f"the `{package}` package is installed but cannot be imported ({type(err).__name__}: {err}); "
+            f"reinstall it so that it matches the packages beside it ({DATA_EXTRA})",
+        ) from None
 
+
+def _parquet(path: Path, read: Any) -> Any:
+    pyarrow = _reader(str(path), "pyarrow")
+    pq = _reader(str(path), "pyarrow.parquet")
     try:
         return read(pq)
     except (pyarrow.ArrowException, OSError) as err:
@@ -169,7 +184,7 @@ def _json_records(path: Path) -> Iterator[tuple[int, Any]]:
 def _load_hub(spec: str, split: str) -> list[dict[str, Any]] | None:
     if missing_reader(f"hf:{spec}"):
         raise DataError(f"hf:{spec}", f"needs the `datasets` package ({DATA_EXTRA})")
-    import datasets
+    datasets = _reader(f"hf:{spec}", "datasets")
 
     name, _, config = spec.partition(":")
     try:

@@ -1,4 +1,5 @@
 import json
+import sys
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -142,6 +143,20 @@ def test_missing_keys_and_bad_files_are_reported(tmp_path, tokenizer):
 def test_hub_datasets_need_the_datasets_package_or_network(tokenizer):
     with pytest.raises(DataError, match="hf:nobody/nothing"):
         load_prompt_datasets(Data.model_validate({"source": "hf:nobody/nothing"}), tokenizer)
+
+
+def test_an_installed_reader_that_cannot_be_imported_is_a_data_error(tokenizer, tmp_path, monkeypatch):
+    # a `datasets` newer than the huggingface_hub beside it fails like this at import
+    (tmp_path / "datasets").mkdir()
+    (tmp_path / "datasets" / "__init__.py").write_text("raise ImportError('cannot import name X from hub')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "datasets", raising=False)
+    with pytest.raises(DataError) as caught:
+        load_prompt_datasets(Data.model_validate({"source": "hf:some/set"}), tokenizer)
+    assert caught.value.where == "hf:some/set"
+    assert "`datasets` package is installed but cannot be imported (ImportError: cannot import name X" in str(
+        caught.value
+    )
 
 
 @pytest.mark.parametrize(
