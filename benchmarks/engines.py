@@ -8,8 +8,9 @@ Run it in a venv with vLLM's CPU build and `rlrun[real]` (README, "The vLLM engi
 the order hf, vllm, vllm, hf per shape, so slow drift of a shared machine cancels. From each
 run's metrics.jsonl, steps after the first (vLLM's first generation and both engines' first
 step carry one-off costs): rollout tokens/s (`response_length/mean` x samples / `timing_s/gen`),
-weight-sync seconds (`timing_s/sync`) and whole-step seconds (`timing_s/step`); and the build time
-of the run (start to first step). The 1-minute load average is printed before and after each run.
+weight-sync seconds (`timing_s/sync`), whole-step seconds (`timing_s/step`) and every phase's
+(the medians of each `timing_s/*`, which say where the engines' steps differ); and the run's wall
+time. The 1-minute load average is printed before and after each run.
 """
 
 from __future__ import annotations
@@ -64,10 +65,13 @@ def run_once(engine: str, overrides: list[str], steps: int, work: Path) -> dict[
     steps_done = trained[1:]  # the first carries one-off costs
     # `samples` counts the samples trained on so far
     tokens = [r["response_length/mean"] * (r["samples"] - p["samples"]) for p, r in zip(trained, steps_done)]
+    phases = sorted({k for r in steps_done for k in r if k.startswith("timing_s/")})
     return {
         "tokens_per_s": sum(tokens) / sum(r["timing_s/gen"] for r in steps_done),
-        "sync_s": statistics.median(r["timing_s/sync"] for r in steps_done),
-        "step_s": statistics.median(r["timing_s/step"] for r in steps_done),
+        **{
+            f"{k.removeprefix('timing_s/')}_s": statistics.median(r[k] for r in steps_done if k in r)
+            for k in phases
+        },
         "run_wall_s": wall,
         "load_before": load_before,
         "load_after": os.getloadavg()[0],

@@ -31,8 +31,19 @@ import vs_trl
 from vs_trl import Result, Spec, row, run_side, spread
 
 DEFAULT_POINTS = "32x4x8,32x16x8,32x4x32,32x16x32,128x4x8,128x16x8,128x4x32,512x4x8,512x16x8"
-PHASES = ("gen", "ref", "old_log_prob", "update_actor")  # rlrun's timing_s/* that make up a GRPO step
+PHASES = ("gen", "ref", "old_log_prob", "update_actor")  # the phases of a GRPO step (rlrun's timing_s/*)
 FORWARD_PHASES = ("ref", "old_log_prob", "update_actor")  # where the layout matters
+
+
+def phase_cell(runs: list[Result]) -> str:
+    """Mean seconds a step in each of PHASES over `runs`; empty where no run recorded phases
+    (TRL results from before the harness timed TRL's phases)."""
+    runs = [r for r in runs if r.phase_s]
+    return (
+        " / ".join(f"{statistics.mean(r.phase_s.get(p, 0.0) for r in runs):.1f}" for p in PHASES)
+        if runs
+        else ""
+    )
 
 
 def parse_point(text: str) -> tuple[int, int, int]:
@@ -88,12 +99,13 @@ def report(results: list[Result]) -> str:
                 "TRL peak RSS (MiB)",
                 "rlrun peak RSS (MiB)",
                 "RSS rlrun / TRL",
+                "TRL gen / ref / old / update (s)",
                 "rlrun gen / ref / old / update (s)",
                 "layout chosen",
                 "forward phases chosen / other (s)",
             ]
         ),
-        row(["---"] + ["---:"] * 9 + ["---", "---:"]),
+        row(["---"] + ["---:"] * 10 + ["---", "---:"]),
     ]
     points = list(dict.fromkeys(r.spec.workload for r in results))
     for point in points:
@@ -113,9 +125,8 @@ def report(results: list[Result]) -> str:
             spread([r.peak_rss_mib for r in trl], ",.0f") if trl else "",
             spread([r.peak_rss_mib for r in ours], ",.0f") if ours else "",
             spread([o.peak_rss_mib / t.peak_rss_mib for t, o in pairs], ".2f") + "x" if pairs else "",
-            " / ".join(f"{statistics.mean(r.phase_s.get(p, 0.0) for r in ours):.1f}" for p in PHASES)
-            if ours
-            else "",
+            phase_cell(trl),
+            phase_cell(ours),
             chosen_layout(ours),
             f"{spread([forward_s(r) for r in ours], '.1f')} / {spread([forward_s(r) for r in forced], '.1f')}"
             if ours and forced

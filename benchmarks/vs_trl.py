@@ -20,7 +20,9 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections import defaultdict
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
 from functools import partial
 from itertools import accumulate, pairwise
@@ -90,7 +92,9 @@ class Result:
     samples: list[str]  # the first step's first prompt, then a few of its completions with their token counts
     peak_rss_mib: float
     acc_after: float
-    phase_s: dict[str, float] = field(default_factory=dict)  # rlrun: mean timing_s/* over the timed steps
+    phase_s: dict[str, float] = field(
+        default_factory=dict
+    )  # mean seconds a timed step per phase (rlrun: timing_s/*)
     packed_forwards: int = 0  # rlrun: forwards that ran packed...
     layout_forwards: int = 0  # ...of all its forwards
     curve: list[list[float]] = field(default_factory=list)  # [step, training seconds, held-out accuracy]
@@ -111,6 +115,11 @@ class Result:
 
     def timed(self) -> slice:
         return timed_steps(len(self.step_times_s))
+
+
+def mean_phases(steps: list[dict[str, float]]) -> dict[str, float]:
+    """Each phase's mean seconds a step over `steps` (0 in a step it did not run in)."""
+    return {k: statistics.mean(m.get(k, 0.0) for m in steps) for k in sorted({k for m in steps for k in m})}
 
 
 def timed_steps(steps: int) -> slice:
@@ -251,19 +260,40 @@ def run_trl(spec: Spec) -> Result:
 
     tokenizer = load_tokenizer(spec.model_dir)
 
+    # Seconds of the current step in TRL's phases, named as rlrun's timing_s/* (Trainer below).
+    phase_now: dict[str, float] = defaultdict(float)
+
+    @contextmanager
+    def phase(name: str) -> Iterator[None]:
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            phase_now[name] += time.perf_counter() - start
+
     class StepClock(TrainerCallback):
-        """Step-end marks on a clock that stops while the held-out evaluations run."""
+        """Step-end marks on a clock that stops while the held-out evaluations run, and each
+        step's phases: gen, ref, old_log_prob, reward and the rest of preparing the batch
+        (`other`), and update_actor (the rest of the step: forward, backward, optimizer)."""
 
         def __init__(self) -> None:
             self.marks: list[float] = []
             self.curve: list[list[float]] = []
             self.paused = 0.0
+            self.phases: list[dict[str, float]] = []
 
         def on_train_begin(self, *_: object, **__: object) -> None:
             self.marks.append(time.perf_counter())
 
         def on_step_end(self, _args: object, state: TrainerState, *__: object, **kwargs: object) -> None:
             self.marks.append(time.perf_counter() - self.paused)
+            prepare = phase_now.pop("prepare", 0.0)
+            inside = {k: phase_now.get(k, 0.0) for k in ("gen", "ref", "old_log_prob")}
+            step = self.marks[-1] - self.marks[-2]
+            self.phases.append(
+                inside | {"other": prepare - sum(inside.values()), "update_actor": step - prepare}
+            )
+            phase_now.clear()
             if spec.eval_every and state.global_step % spec.eval_every == 0:
                 start = time.perf_counter()
                 acc = greedy_accuracy(
@@ -282,6 +312,20 @@ def run_trl(spec: Spec) -> Result:
                 )
                 self.lr_scheduler = LambdaLR(optimizer or self.optimizer, factor)
             return self.lr_scheduler
+
+        def _prepare_inputs(self, generation_batch: dict) -> dict:
+            with phase("prepare"):  # generation, scoring and the no-grad passes, once a step
+                return super()._prepare_inputs(generation_batch)
+
+        def _generate(self, prompts: list) -> tuple:
+            with phase("gen"):
+                return super()._generate(prompts)
+
+        def _get_per_token_logps_and_entropies(self, model: torch.nn.Module, *args: object, **kwargs: object):
+            if torch.is_grad_enabled():  # the loss's forward: part of update_actor
+                return super()._get_per_token_logps_and_entropies(model, *args, **kwargs)
+            with phase("ref" if model is self.ref_model else "old_log_prob"):
+                return super()._get_per_token_logps_and_entropies(model, *args, **kwargs)
 
     config = GRPOConfig(
         output_dir=str(Path(spec.work_dir) / "trl"),
@@ -335,6 +379,7 @@ def run_trl(spec: Spec) -> Result:
         samples,
         peak_rss_mib(),
         acc_after,
+        phase_s=mean_phases(clock.phases[timed_steps(len(clock.phases))]),
         curve=clock.curve,
     )
 
@@ -447,10 +492,9 @@ def run_rlrun(spec: Spec) -> Result:
     )
     rewards = [m["critic/score/mean"] for m in steps]
     timed = steps[timed_steps(len(steps))]
-    phases = {
-        key.removeprefix("timing_s/"): statistics.mean(m.get(key, 0.0) for m in timed)
-        for key in sorted({k for m in timed for k in m if k.startswith("timing_s/")})
-    }
+    phases = mean_phases(
+        [{k.removeprefix("timing_s/"): v for k, v in m.items() if k.startswith("timing_s/")} for m in timed]
+    )
     return Result(
         spec,
         step_times,
