@@ -106,12 +106,18 @@ def zero_std_groups(run: RunRecord) -> HealthFlag | None:
 
 
 def grad_norm_spikes(run: RunRecord) -> HealthFlag | None:
+    # A step in which every prompt group's rewards were equal has no policy-gradient signal: its
+    # norm is the KL term's alone (~0 near the reference), no baseline for a step that learns.
+    silent = {step for step, share in finite_series(run, "frac_reward_zero_std") if share >= 1.0}
     points = finite_series(run, "actor/grad_norm")
     spikes = []
     fewest, most = GRAD_SPIKE_HISTORY
     for index in range(fewest, len(points)):
         step, value = points[index]
-        baseline = statistics.median(v for _, v in points[max(0, index - most) : index])
+        history = [v for s, v in points[max(0, index - most) : index] if s not in silent]
+        if len(history) < fewest:
+            continue
+        baseline = statistics.median(history)
         if baseline > 0 and value > GRAD_SPIKE_FACTOR * baseline:
             spikes.append((step, value / baseline))
     if not spikes:

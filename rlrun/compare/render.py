@@ -176,16 +176,17 @@ def _group_metric_table(comparison: Comparison) -> RenderableType:
         f"the seeds, and the {percent} t-interval of that mean. best: each run's best value, mean ± std."
     )
     table = Table(title="metrics over seeds", title_justify="left", caption=caption, caption_justify="left")
-    for column, justify in (
-        ("metric", "left"),
-        ("setting", "left"),
-        ("n", "right"),
-        ("final", "right"),
-        (f"{percent} interval", "right"),
-        ("best", "right"),
-    ):
-        table.add_column(column, justify=justify, no_wrap=column != "metric")
-    table.columns[0].overflow = "fold"  # never hide part of a metric name
+    _add_columns(
+        table,
+        (
+            ("metric", "left"),
+            ("setting", "left"),
+            ("n", "right"),
+            ("final", "right"),
+            (f"{percent} interval", "right"),
+            ("best", "right"),
+        ),
+    )
     for row in comparison.group_metrics:
         for index, (label, stats) in enumerate(zip(comparison.group_labels, row.groups)):
             table.add_row(
@@ -217,17 +218,18 @@ def _verdict_table(comparison: Comparison) -> RenderableType | None:
         caption=caption,
         caption_justify="left",
     )
-    for column, justify in (
-        ("metric", "left"),
-        ("setting", "left"),
-        ("Δ final", "right"),
-        ("verdict", "left"),
-    ):
-        table.add_column(column, justify=justify, no_wrap=column != "metric")
-    table.columns[0].overflow = "fold"
+    _add_columns(table, (("metric", "left"), ("setting", "left"), ("Δ final", "right"), ("verdict", "left")))
     for row, label, stats in rows:
         table.add_row(_metric_name(row.metric, row.direction), label, _group_delta(stats), _verdict(stats))
     return table
+
+
+def _add_columns(table: Table, columns: tuple[tuple[str, str], ...]) -> None:
+    """The columns of a per-metric table that lose nothing in a narrow terminal (80 columns in a
+    pipe or a CI log): every cell folds onto more lines. A mix of unwrappable columns and one
+    foldable metric column let rich shrink the metric's to nothing, dropping every name."""
+    for column, justify in columns:
+        table.add_column(column, justify=justify, overflow="fold")
 
 
 def _metric_name(metric: str, direction: str | None) -> Text:

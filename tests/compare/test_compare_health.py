@@ -69,6 +69,23 @@ def test_grad_norm_spikes(make_run, steps):
     )
 
 
+def test_steps_without_reward_signal_are_no_baseline_for_a_spike(make_run, steps):
+    # steps 1-4: every group's rewards equal, the norm only the KL term's (1e-7); from step 5
+    # the norm is ~1 (HEALTHY's 1.0-1.6): not a spike of 10^7x
+    silent = {"frac_reward_zero_std": lambda s: 1.0 if s <= 4 else 0.2}
+    assert "grad-norm-spikes" not in _flags(
+        make_run, steps, actor__grad_norm=lambda s: 1e-7 if s <= 4 else 1.0 + 0.3 * (s % 3), **silent
+    )
+    # a real spike after them is still one: median of steps 5-9 (1.6, 1.0, 1.3, 1.6, 1.0) is 1.3
+    flag = _flags(
+        make_run,
+        steps,
+        actor__grad_norm=lambda s: 1e-7 if s <= 4 else (52.0 if s == 10 else 1.0 + 0.3 * (s % 3)),
+        **silent,
+    )["grad-norm-spikes"]
+    assert flag.step == 10 and "40× at step 10" in flag.message
+
+
 @pytest.mark.parametrize("name", ["training__skipped_updates", "train__skipped_updates"])
 def test_skipped_updates(make_run, steps, name):
     flag = _flags(make_run, steps, **{name: lambda s: max(0, s - 17)})["skipped-updates"]

@@ -160,6 +160,54 @@ def test_the_report_shows_intervals_and_verdicts(sweep):
     assert stats["difference"]["df"] == pytest.approx(4.0)
 
 
+def test_at_80_columns_the_seed_tables_fold_their_cells_and_lose_nothing(make_run):
+    # a pipe or a CI log is 80 columns wide; wide cells (a KL of 1e-8 with its interval) once
+    # squeezed the metric column to nothing there and every metric name was dropped
+    runs = [
+        load_run(
+            str(
+                make_run(
+                    f"seed-{seed}",
+                    [
+                        {
+                            "step": step,
+                            "val/accuracy": 0.4167 + 0.0123 * seed,
+                            "critic/score/mean": 0.4271 - 0.0456 * seed,
+                            "actor/ppo_kl": (-1.1e-08, -2.3e-08, -1.2e-08)[seed],
+                        }
+                        for step in range(1, 7)
+                    ],
+                    changes={"trainer.seed": seed},
+                )
+            )
+        )
+        for seed in range(3)
+    ]
+    console = Console(width=80, record=True, color_system=None)
+    render(compare(runs), console)
+    text = console.export_text()
+    tables = text[text.index("metrics over seeds") :]
+    assert "…" not in tables and max(map(len, tables.splitlines())) <= 80
+    rows, row = [], []  # each table row's cells, folded lines joined
+    for line in tables.splitlines():
+        if line.startswith("│"):
+            cells = [cell.strip() for cell in line.split("│")[1:-1]]
+            row = [" ".join(filter(None, pair)) for pair in zip(row, cells)] if row else cells
+        elif row:
+            rows.append(row)
+            row = []
+    by_metric = {r[0].replace(" ", ""): r for r in rows}
+    assert {"val/accuracy↑better", "actor/ppo_kl"} <= set(by_metric)  # folded or whole, never dropped
+    # mean -(1.1 + 2.3 + 1.2)e-8 / 3 = -1.5333e-8; std sqrt((0.4333^2 + 0.7667^2 + 0.3333^2) / 2)e-8
+    # = 0.66583e-8; t(0.975, 2) = 4.302653, half width 4.302653 * 0.66583e-8 / sqrt(3) = 1.65401e-8
+    _, _, n, final, interval, _ = by_metric["actor/ppo_kl"]
+    assert (n, final.replace(" ", ""), interval.replace(" ", "")) == (
+        "3",
+        "-1.533e-08±6.7e-09",
+        "[-3.187e-08,1.207e-09]",
+    )
+
+
 def test_the_plot_draws_a_band_per_setting(sweep, tmp_path):
     pytest.importorskip("matplotlib")
     from rlrun.compare.plot import mean_curve, plot_groups
