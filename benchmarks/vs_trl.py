@@ -92,9 +92,8 @@ class Result:
     samples: list[str]  # the first step's first prompt, then a few of its completions with their token counts
     peak_rss_mib: float
     acc_after: float
-    phase_s: dict[str, float] = field(
-        default_factory=dict
-    )  # mean seconds a timed step per phase (rlrun: timing_s/*)
+    # mean seconds a timed step per phase (rlrun's timing_s/*; TRL's timed alike in run_trl)
+    phase_s: dict[str, float] = field(default_factory=dict)
     packed_forwards: int = 0  # rlrun: forwards that ran packed...
     layout_forwards: int = 0  # ...of all its forwards
     curve: list[list[float]] = field(default_factory=list)  # [step, training seconds, held-out accuracy]

@@ -6,9 +6,10 @@ from __future__ import annotations
 import json
 import math
 import time
+from collections.abc import Iterable
 from typing import Any
 
-from rich.console import Console, Group, RenderableType
+from rich.console import Console, Group, JustifyMethod, RenderableType
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
@@ -100,8 +101,7 @@ def _header_table(comparison: Comparison) -> Table:
         title=f"rlrun compare: {len(comparison.runs)} run(s) against {comparison.labels[0]}{at}",
         title_justify="left",
     )
-    for column in ("run", "algorithm", "model", "setup", "status", "steps", "wall time", "git", "seed"):
-        table.add_column(column)
+    _add_columns(table, ("run", "algorithm", "model", "setup", "status", "steps", "wall time", "git", "seed"))
     for index, (run, label) in enumerate(zip(comparison.runs, comparison.labels)):
         facts = header(run, label)
         status = Text(facts["status"], style=STATUS_STYLE.get(facts["status"], ""))
@@ -148,8 +148,7 @@ def _diff_table(rows: list[DiffRow], labels: list[str], title: str) -> Renderabl
         return Text("config: no differences in the resolved recipes", style="dim")
     table = Table(title=title, title_justify="left")
     table.add_column("key", no_wrap=True)  # keys are what the reader scans for
-    for label in labels:
-        table.add_column(label)
+    _add_columns(table, labels)
     for row in rows:
         cells = [
             Text(_show(value) if change != "unknown" else "?", style=CHANGE_STYLE[change])
@@ -179,8 +178,8 @@ def _group_metric_table(comparison: Comparison) -> RenderableType:
     _add_columns(
         table,
         (
-            ("metric", "left"),
-            ("setting", "left"),
+            "metric",
+            "setting",
             ("n", "right"),
             ("final", "right"),
             (f"{percent} interval", "right"),
@@ -218,18 +217,20 @@ def _verdict_table(comparison: Comparison) -> RenderableType | None:
         caption=caption,
         caption_justify="left",
     )
-    _add_columns(table, (("metric", "left"), ("setting", "left"), ("Δ final", "right"), ("verdict", "left")))
+    _add_columns(table, ("metric", "setting", ("Δ final", "right"), "verdict"))
     for row, label, stats in rows:
         table.add_row(_metric_name(row.metric, row.direction), label, _group_delta(stats), _verdict(stats))
     return table
 
 
-def _add_columns(table: Table, columns: tuple[tuple[str, str], ...]) -> None:
-    """The columns of a per-metric table that lose nothing in a narrow terminal (80 columns in a
-    pipe or a CI log): every cell folds onto more lines. A mix of unwrappable columns and one
-    foldable metric column let rich shrink the metric's to nothing, dropping every name."""
-    for column, justify in columns:
-        table.add_column(column, justify=justify, overflow="fold")
+def _add_columns(table: Table, columns: Iterable[str | tuple[str, JustifyMethod]]) -> None:
+    """Columns (a name, left-justified, or (name, justify)) that lose nothing in a narrow terminal
+    (80 columns in a pipe or a CI log): a cell too wide folds onto more lines, never cut with an
+    ellipsis. (Unwrappable columns beside one foldable column once let rich shrink that one to
+    nothing, dropping every metric name.)"""
+    for column in columns:
+        name, justify = (column, "left") if isinstance(column, str) else column
+        table.add_column(name, justify=justify, overflow="fold")
 
 
 def _metric_name(metric: str, direction: str | None) -> Text:
@@ -266,8 +267,7 @@ def _group_target_table(comparison: Comparison) -> Table | None:
     if not comparison.group_targets:
         return None
     table = Table(title="time to target over seeds", title_justify="left")
-    for column in ("target", "setting", "reached", "step", f"{CONFIDENCE:.0%} interval", "wall time"):
-        table.add_column(column)
+    _add_columns(table, ("target", "setting", "reached", "step", f"{CONFIDENCE:.0%} interval", "wall time"))
     for target, items in comparison.group_targets:
         for index, (label, item) in enumerate(zip(comparison.group_labels, items)):
             wall = item.wall_time_s
@@ -290,16 +290,17 @@ def _metric_table(comparison: Comparison, spark_width: int) -> RenderableType:
     latest_only = [row.metric for row in comparison.metrics if row.window < k]
     caption = f"{', '.join(latest_only)}: the latest evaluation, not a mean" if latest_only else None
     table = Table(title="metrics", title_justify="left", caption=caption, caption_justify="left")
-    for column, justify in (
-        ("metric", "left"),
-        ("run", "left"),
-        (f"last-{k} mean", "right"),
-        ("Δ vs ref", "right"),
-        ("best @ step", "right"),
-        ("curve", "left"),
-    ):
-        table.add_column(column, justify=justify)
-    table.columns[0].overflow = "fold"  # never hide part of a metric name
+    _add_columns(
+        table,
+        (
+            "metric",
+            "run",
+            (f"last-{k} mean", "right"),
+            ("Δ vs ref", "right"),
+            ("best @ step", "right"),
+            "curve",
+        ),
+    )
     table.columns[-1].no_wrap = True  # a wrapped sparkline reads as two curves: crop it instead
     table.columns[-1].overflow = "crop"
     for row in comparison.metrics:
@@ -342,8 +343,7 @@ def _target_table(comparison: Comparison) -> Table | None:
     if not comparison.targets:
         return None
     table = Table(title="time to target", title_justify="left")
-    for column in ("target", "run", "step", "samples", "wall time"):
-        table.add_column(column)
+    _add_columns(table, ("target", "run", "step", "samples", "wall time"))
     for target, hits in comparison.targets:
         for index, (label, hit) in enumerate(zip(comparison.labels, hits)):
             cells = (
