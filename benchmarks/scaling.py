@@ -166,11 +166,6 @@ def plot(results: list[Result], out: Path) -> None:
     fig.savefig(out, dpi=110)
 
 
-def load_results(path: Path) -> list[Result]:
-    data = json.loads(path.read_text())
-    return [Result(spec=Spec(**r.pop("spec")), **r) for r in data["results"]]
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--points", default=DEFAULT_POINTS, help="comma-separated TOKENSxNxPROMPTS")
@@ -193,7 +188,7 @@ def main() -> None:
     parser.add_argument("--report", type=Path, nargs="+", help="only the table (and --png) from --json files")
     args = parser.parse_args()
     if args.report:
-        results = [r for path in args.report for r in load_results(path)]
+        results = [r for path in args.report for r in vs_trl.load_results(path)]
         print(report(results))
         if args.png:
             plot(results, args.png)

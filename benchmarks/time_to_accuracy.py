@@ -3,6 +3,7 @@ settings, over seeds, on held-out greedy accuracy.
 
     python benchmarks/time_to_accuracy.py                       # 3 seeds a side (hours on a CPU)
     python benchmarks/time_to_accuracy.py --recipe grpo --seeds 0 --eval-every 50   # the tiny model
+    python benchmarks/time_to_accuracy.py --report a.json b.json    # the report again, runs pooled
 
 TRL's settings are read from the rlrun recipe (`vs_trl.py`'s harness maps each knob; rlrun's
 side is the recipe with those same overrides, which it already holds, and its prompts in order,
@@ -129,7 +130,18 @@ def main() -> None:
     parser.add_argument("--sides", default="trl,rlrun", help="comma-separated subset of trl,rlrun")
     parser.add_argument("--keep", type=Path, help="keep rlrun's run directories here")
     parser.add_argument("--json", type=Path, help="write every run's result here")
+    parser.add_argument(
+        "--report", type=Path, nargs="+", help="only the report, from --json files (runs pooled)"
+    )
     args = parser.parse_args()
+    if args.report:
+        befores = {json.loads(path.read_text())["before"] for path in args.report}
+        if len(befores) != 1:
+            parser.error(f"the files disagree on the accuracy before training: {sorted(befores)}")
+        print(
+            report([r for path in args.report for r in vs_trl.load_results(path)], befores.pop(), args.gain)
+        )
+        return
 
     base = recipe_spec(args.recipe, args.eval_every, args.val_prompts)
     print(

@@ -121,6 +121,11 @@ def mean_phases(steps: list[dict[str, float]]) -> dict[str, float]:
     return {k: statistics.mean(m.get(k, 0.0) for m in steps) for k in sorted({k for m in steps for k in m})}
 
 
+def load_results(path: Path) -> list[Result]:
+    """The results a benchmark wrote with `--json` ({"results": [asdict(Result), ...], ...})."""
+    return [Result(spec=Spec(**r.pop("spec")), **r) for r in json.loads(path.read_text())["results"]]
+
+
 def timed_steps(steps: int) -> slice:
     """All steps but the first (warm-up: allocator, lazy init) and the last (rlrun's closing
     evaluation falls in it), when there are enough."""
