@@ -2,6 +2,7 @@
 
     python benchmarks/engines.py                  # both shapes, 4 steps a run, A B B A
     python benchmarks/engines.py --quick          # the recipe's shape only, 3 steps a run
+    python benchmarks/engines.py --shapes large --steps 2   # the larger shape only, 1 timed step a run
 
 Run it in a venv with vLLM's CPU build and `rlrun[real]` (README, "The vLLM engine"). Each run is
 `rlrun train real/grpo_smollm2` in its own subprocess with one engine, the evaluations small, in
@@ -81,9 +82,19 @@ def run_once(engine: str, overrides: list[str], steps: int, work: Path) -> dict[
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="the recipe's shape only, 3 steps a run")
+    parser.add_argument(
+        "--shapes",
+        choices=("both", "recipe", "large"),
+        default="both",
+        help="the recipe's shape, the larger one, or both (--quick: the recipe's)",
+    )
+    parser.add_argument("--steps", type=int, help="steps a run, the first not counted (default 4; --quick 3)")
     args = parser.parse_args()
-    shapes = {k: v for k, v in SHAPES.items() if not args.quick or not v}
-    steps = 3 if args.quick else 4
+    wanted = "recipe" if args.quick else args.shapes
+    shapes = {k: v for k, v in SHAPES.items() if wanted == "both" or (wanted == "large") == bool(v)}
+    steps = args.steps or (3 if args.quick else 4)
+    if steps < 2:
+        parser.error("--steps must be at least 2: the first step of a run is not counted")
     print(
         f"{RECIPE}, {steps} steps a run (the first not counted), order {' '.join(ORDER)}; cores: {os.cpu_count()}"
     )
