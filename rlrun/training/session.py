@@ -30,12 +30,13 @@ from rlrun.evaluation import evaluate_recipe
 from rlrun.recipes.batch_plan import batch_plan
 from rlrun.records import checkpoint as ckpt
 from rlrun.rewards import RewardCombiner
-from rlrun.rollout import ROLLOUT_ENGINES, SamplingParams
+from rlrun.rollout import SamplingParams
 from rlrun.schema import Recipe
 from rlrun.training.experience import ExperienceCollector
 from rlrun.training.models import ValueModel, load_causal_lm, load_tokenizer, with_lora
 from rlrun.training.optim import build_optimizer, build_scheduler
 from rlrun.training.precision import TrainerForward
+from rlrun.training.rollout_engine import build_rollout_engine
 from rlrun.training.sharding import (
     full_optimizer_state,
     full_weights,
@@ -221,20 +222,7 @@ class Session:
         """The rollout engine on the policy's weights, the reward functions, and the collector
         that samples and scores each step's experience."""
         r = self.recipe
-        self.engine = ROLLOUT_ENGINES.get(r.rollout.engine)(
-            self.unwrapped_policy,
-            self.tokenizer,
-            max_batch_samples=r.rollout.max_batch_samples,
-            # the longest prompt the data keeps plus the longest response: what vLLM's KV cache holds
-            **(
-                {
-                    "vllm": r.rollout.vllm,
-                    "max_model_len": r.data.max_prompt_tokens + r.rollout.max_response_tokens,
-                }
-                if r.rollout.engine == "vllm"
-                else {}
-            ),
-        )
+        self.engine = build_rollout_engine(r, self.unwrapped_policy, self.tokenizer)
         self.reward_fn = RewardCombiner(
             r.reward.functions,
             answer_key=r.data.answer_key,

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from rlrun.cli import app
+from rlrun.sweep.plan import plan_sweep
+from rlrun.sweep.spec import read_sweep
 
 runner = CliRunner()
 REPO = Path(__file__).parents[2]
@@ -55,3 +58,10 @@ def test_the_documented_sweep_example_and_file_plan_cleanly(tmp_path, monkeypatc
     result = runner.invoke(app, ["sweep", "sweeps/grpo_vs_dapo.yaml", "--dry-run"])
     assert result.exit_code == 0, result.output
     assert "2 point(s) × 3 seed(s) = 6 runs" in " ".join(result.output.split())
+
+
+@pytest.mark.parametrize("path", sorted((REPO / "sweeps").glob("*.yaml")), ids=lambda p: p.name)
+def test_every_shipped_sweep_file_plans_cleanly(path):
+    # not this machine's checks: the engine comparisons need vLLM, which the main venv lacks
+    plan = plan_sweep(read_sweep(path), environment=False)
+    assert plan.runs and len({run.dir for run in plan.runs}) == len(plan.runs)
