@@ -27,7 +27,7 @@ class ImportanceSampling(Section):
 class Vllm(Section):
     gpu_memory_utilization: Annotated[float, Field(gt=0, le=1)] = 0.5
     """Share of the GPU's memory vLLM may take, 0 to 1 (CUDA; vLLM's CPU build sizes its KV cache
-    for rollout.max_batch_samples sequences instead)."""
+    for the run's largest generation call, at most rollout.max_batch_samples sequences, instead)."""
     tensor_parallel_size: PositiveInt = 1
     """GPUs one vLLM engine spans."""
     enable_sleep_mode: bool = False
@@ -53,7 +53,7 @@ class Rollout(Section):
     top_k: NonNegativeInt = 0
     """Keep the k most likely tokens; 0 = off"""
     max_batch_samples: PositiveInt = 1024
-    """the most sequences generated in one batch (caps memory)"""
+    """the most sequences generated in one batch (caps memory; vllm: at most this many at once)"""
     importance_sampling: ImportanceSampling = ImportanceSampling()
     """correction when the engine's log-probs differ from the trainer's"""
     vllm: Vllm = Vllm()

@@ -80,6 +80,23 @@ def test_training_with_importance_sampling_records_the_engine_and_ends_clean(tmp
     assert len(weights) == 2 and all(abs(w - 1) < 1e-3 for w in weights), weights
 
 
+def test_a_step_with_more_prompt_tokens_than_one_vllm_step_computes_trains(tmp_path):
+    """128 prompts x 8 samples of about 7 prompt tokens each: over 7,000 prompt tokens in one
+    call, more than the 4,096 tokens a scheduler step of the CPU build computes. vLLM 0.32's CPU
+    runner failed on a seeded request whose prefill it split over two steps ("CPU Generator does
+    not use offset"); prompts are now prefilled whole."""
+    run = rlrun(
+        "train", "grpo", "rollout.engine=vllm", "trainer.prompts_per_step=128", "rollout.n=8",
+        "actor.mini_batch_samples=1024", "actor.micro_batch_samples=256", "trainer.eval.prompts=16",
+        "trainer.total_steps=1", "--run-dir", str(tmp_path / "run"),
+        cwd=tmp_path,
+    )  # fmt: skip
+    _, err = run.communicate(timeout=1200)
+    assert run.returncode == 0, err[-3000:]
+    rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert rows[-1]["samples"] == 1024 and rows[-1]["prompt_length/mean"] * 1024 > 4096
+
+
 @pytest.mark.parametrize("tensor_parallel", [1, 2])
 def test_two_training_processes_each_sample_with_their_own_engine(tmp_path, tensor_parallel):
     """Two data-parallel processes, each with a colocated engine (vLLM's external launcher):
