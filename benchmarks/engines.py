@@ -9,7 +9,8 @@ Run it in a venv with vLLM's CPU build and `rlrun[real]` (README, "The vLLM engi
 the order hf, vllm, vllm, hf per shape, so slow drift of a shared machine cancels. From each
 run's metrics.jsonl, steps after the first (vLLM's first generation and both engines' first
 step carry one-off costs): rollout tokens/s (`response_length/mean` x samples / `timing_s/gen`),
-weight-sync seconds (`timing_s/sync`), whole-step seconds (`timing_s/step`) and every phase's
+weight-sync seconds (`timing_s/sync`), whole-step seconds (`timing_s/step`), the step's response
+tokens and its seconds per 1,000 of them (each engine samples its own responses), every phase's
 (the medians of each `timing_s/*`, which say where the engines' steps differ); and the run's wall
 time. The 1-minute load average is printed before and after each run.
 """
@@ -59,7 +60,7 @@ def run_once(engine: str, overrides: list[str], steps: int, work: Path) -> dict[
     ]
     load_before = os.getloadavg()[0]
     start = time.monotonic()
-    done = subprocess.run(command, cwd=work, capture_output=True, text=True)
+    done = subprocess.run(command, check=False, cwd=work, capture_output=True, text=True)
     if done.returncode != 0:  # the run's own error, not just its exit status
         sys.exit(f"{engine} run failed (exit {done.returncode}):\n{done.stdout[-3000:]}{done.stderr[-3000:]}")
     wall = time.monotonic() - start
@@ -71,6 +72,9 @@ def run_once(engine: str, overrides: list[str], steps: int, work: Path) -> dict[
     phases = sorted({k for r in steps_done for k in r if k.startswith("timing_s/")})
     return {
         "tokens_per_s": sum(tokens) / sum(r["timing_s/gen"] for r in steps_done),
+        # each engine samples its own responses, so a step's work differs: the step per response token
+        "response_tokens": statistics.median(tokens),
+        "step_s_per_1k_tokens": 1000 * sum(r["timing_s/step"] for r in steps_done) / sum(tokens),
         **{
             f"{k.removeprefix('timing_s/')}_s": statistics.median(r[k] for r in steps_done if k in r)
             for k in phases
@@ -111,10 +115,14 @@ def main() -> None:
                     flush=True,
                 )
             for engine, runs in results.items():
-                mean = {k: statistics.fmean(r[k] for r in runs) for k in ("tokens_per_s", "sync_s", "step_s")}
+                mean = {
+                    k: statistics.fmean(r[k] for r in runs)
+                    for k in ("tokens_per_s", "sync_s", "step_s", "step_s_per_1k_tokens")
+                }
                 print(
                     f"{shape:18} {engine:5} mean of {len(runs)}: {mean['tokens_per_s']:.1f} rollout tokens/s, "
-                    f"sync {mean['sync_s']:.3f} s, step {mean['step_s']:.2f} s"
+                    f"sync {mean['sync_s']:.3f} s, step {mean['step_s']:.2f} s "
+                    f"({mean['step_s_per_1k_tokens']:.1f} s per 1,000 response tokens)"
                 )
 
 
