@@ -81,20 +81,22 @@ def test_training_with_importance_sampling_records_the_engine_and_ends_clean(tmp
 
 
 def test_a_step_with_more_prompt_tokens_than_one_vllm_step_computes_trains(tmp_path):
-    """128 prompts x 8 samples of about 7 prompt tokens each: over 7,000 prompt tokens in one
-    call, more than the 4,096 tokens a scheduler step of the CPU build computes. vLLM 0.32's CPU
-    runner failed on a seeded request whose prefill it split over two steps ("CPU Generator does
-    not use offset"); prompts are now prefilled whole."""
+    """16 prompts x 8 samples of 46 prompt tokens (the arithmetic prompts after 40 zeros, the
+    length of SmolLM2's chat prompts): 5,888 prompt tokens in one call, more than the 4,096 a
+    scheduler step of the CPU build computes, with a KV cache of 128 sequences of 120 + 8 tokens,
+    so that all 128 are scheduled at once. vLLM 0.32's CPU runner failed on a seeded request whose
+    prefill it split over two steps ("CPU Generator does not use offset"); prompts are now
+    prefilled whole."""
     run = rlrun(
-        "train", "grpo", "rollout.engine=vllm", "trainer.prompts_per_step=128", "rollout.n=8",
-        "actor.mini_batch_samples=1024", "actor.micro_batch_samples=256", "trainer.eval.prompts=16",
-        "trainer.total_steps=1", "--run-dir", str(tmp_path / "run"),
+        "train", "grpo", "rollout.engine=vllm", f"data.prompt_template={'0' * 40}{{prompt}}",
+        "data.max_prompt_tokens=120", "trainer.eval.prompts=16", "trainer.total_steps=1",
+        "--run-dir", str(tmp_path / "run"),
         cwd=tmp_path,
     )  # fmt: skip
     _, err = run.communicate(timeout=1200)
     assert run.returncode == 0, err[-3000:]
     rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
-    assert rows[-1]["samples"] == 1024 and rows[-1]["prompt_length/mean"] * 1024 > 4096
+    assert rows[-1]["samples"] == 128 and rows[-1]["prompt_length/mean"] * 128 > 4096
 
 
 @pytest.mark.parametrize("tensor_parallel", [1, 2])
