@@ -257,7 +257,7 @@ def _checkpointing(model: torch.nn.Module) -> bool:
     return False
 
 
-ENTROPY_CHUNK_ELEMENTS = 2**25  # logits per chunk of the entropy metric: 128 MiB of float32
+VOCAB_CHUNK_ELEMENTS = 2**25  # logits per chunk of a vocabulary-wide pass: 128 MiB of float32
 
 
 def response_log_probs(
@@ -275,20 +275,56 @@ def response_log_probs(
 
     Memory: the (N, T, vocabulary) logits are the largest tensors of a step (1.6 GB for 16 rows
     of 512 tokens and SmolLM2's 49,152 tokens), so no copy is made that need not be: no division
-    at temperature 1 (x / 1 is x to the bit), and the entropy metric a few rows at a time (its
+    at temperature 1 (x / 1 is x to the bit), the log-probs through `selected_log_probs` (the
+    logits are all it keeps for the backward), and the entropy metric a few rows at a time (its
     softmax and products would otherwise add two more such tensors at once)."""
     logits = response_logits(model, seq, padding_free=padding_free)
     if temperature != 1.0:
         logits = logits / temperature
-    log_probs = logits.log_softmax(-1).gather(-1, seq.response_ids.unsqueeze(-1)).squeeze(-1)
+    log_probs = selected_log_probs(logits, seq.response_ids)
     ent = None
     if entropy == "grad":
         ent = entropy_from_logits(logits)
     elif entropy == "detached":
-        rows = max(1, ENTROPY_CHUNK_ELEMENTS // logits.shape[1:].numel())
+        rows = _chunk_rows(logits)
         with torch.no_grad():
             ent = torch.cat([entropy_from_logits(chunk) for chunk in logits.split(rows)])
     return log_probs, ent, logits if return_logits else None
+
+
+def selected_log_probs(logits: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+    """`log_softmax(logits)` at `ids`: (N, T, V) logits and (N, T) ids give (N, T) log-probs,
+    `logits[ids] - logsumexp(logits)`, with their gradient `g · (onehot(ids) - softmax(logits))`.
+
+    `logits.log_softmax(-1).gather(...)` keeps its (N, T, V) output for the backward beside the
+    logits, and its backward makes three more such tensors at once (the gathered gradient
+    scattered back, the softmax, the result): four vocabulary-wide copies above the logits at
+    the top of the backward, where every layer's activations are still held. This keeps the
+    logits alone and builds the gradient in one tensor, a few rows at a time."""
+    return _SelectedLogProbs.apply(logits.to(torch.promote_types(logits.dtype, torch.float32)), ids)
+
+
+class _SelectedLogProbs(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, logits: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+        rows = _chunk_rows(logits)
+        lse = torch.cat([chunk.logsumexp(-1) for chunk in logits.split(rows)])
+        ctx.save_for_backward(logits, ids, lse)
+        return logits.gather(-1, ids.unsqueeze(-1)).squeeze(-1) - lse
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, None]:
+        logits, ids, lse = ctx.saved_tensors
+        out = torch.empty_like(logits)
+        rows = _chunk_rows(logits)
+        for part, x, m, g in zip(out.split(rows), logits.split(rows), lse.split(rows), grad.split(rows)):
+            torch.sub(x, m.unsqueeze(-1), out=part).exp_().mul_(-g.unsqueeze(-1))  # -g · softmax
+        return out.scatter_add_(-1, ids.unsqueeze(-1), grad.unsqueeze(-1)), None
+
+
+def _chunk_rows(logits: torch.Tensor) -> int:
+    """Rows of (N, T, V) logits per chunk of a vocabulary-wide pass (at least one)."""
+    return max(1, VOCAB_CHUNK_ELEMENTS // logits.shape[1:].numel())
 
 
 def response_values(critic: torch.nn.Module, seq: Sequences, *, padding_free: bool = False) -> torch.Tensor:

@@ -17,6 +17,7 @@ from rlrun.training.sequences import (
     response_log_probs,
     response_logits,
     response_values,
+    selected_log_probs,
 )
 
 
@@ -87,14 +88,49 @@ def test_the_entropy_metric_in_chunks_and_temperature_1_without_a_division_chang
     temperature 1 the logits are used as they are, the same to the bit as divided by 1."""
     seq = _seq()
     logits = response_logits(random_lm, seq)
-    monkeypatch.setattr(sequences, "ENTROPY_CHUNK_ELEMENTS", 100)
+    monkeypatch.setattr(sequences, "VOCAB_CHUNK_ELEMENTS", 100)
     for temperature in (0.7, 1.0):
         log_probs, entropy, _ = response_log_probs(random_lm, seq, temperature, entropy="detached")
         scaled = logits / temperature
         assert torch.equal(entropy, entropy_from_logits(scaled))
-        assert torch.equal(
+        torch.testing.assert_close(
             log_probs, scaled.log_softmax(-1).gather(-1, seq.response_ids.unsqueeze(-1)).squeeze(-1)
         )
+
+
+def test_selected_log_probs_and_their_gradient_by_hand():
+    """Logits (0, ln 3, ln 4): softmax (1, 3, 4) / 8. At token 1 the log-prob is ln(3/8), and its
+    gradient onehot - softmax = (-1/8, 5/8, -4/8); at token 2 with upstream gradient 2,
+    2 · (-1/8, -3/8, 4/8)."""
+    row = torch.tensor([0.0, math.log(3), math.log(4)])
+    logits = torch.stack([row, row]).unsqueeze(0).requires_grad_()  # (1, 2, 3)
+    log_probs = selected_log_probs(logits, torch.tensor([[1, 2]]))
+    torch.testing.assert_close(log_probs, torch.tensor([[math.log(3 / 8), math.log(4 / 8)]]))
+    (log_probs * torch.tensor([[1.0, 2.0]])).sum().backward()
+    torch.testing.assert_close(
+        logits.grad, torch.tensor([[[-1 / 8, 5 / 8, -4 / 8], [-2 / 8, -6 / 8, 8 / 8]]])
+    )
+
+
+def test_selected_log_probs_in_chunks_equal_log_softmax_values_and_gradients(monkeypatch):
+    """Chunks of one row (8 x 50 = 400 logits each, the chunk size 500) against autograd through
+    `log_softmax`, in float64; bfloat16 logits are computed in float32 and give a bfloat16 gradient."""
+    monkeypatch.setattr(sequences, "VOCAB_CHUNK_ELEMENTS", 500)
+    generator = torch.Generator().manual_seed(0)
+    logits = (3 * torch.randn(3, 8, 50, dtype=torch.float64, generator=generator)).requires_grad_()
+    ids = torch.randint(50, (3, 8), generator=generator)
+    upstream = torch.randn(3, 8, dtype=torch.float64, generator=generator)
+    (selected_log_probs(logits, ids) * upstream).sum().backward()
+    ours = logits.grad.clone()
+    logits.grad = None
+    expected = logits.log_softmax(-1).gather(-1, ids.unsqueeze(-1)).squeeze(-1)
+    (expected * upstream).sum().backward()
+    torch.testing.assert_close(selected_log_probs(logits, ids), expected)
+    torch.testing.assert_close(ours, logits.grad)
+    half = logits.detach().bfloat16().requires_grad_()
+    out = selected_log_probs(half, ids)
+    out.sum().backward()
+    assert out.dtype == torch.float32 and half.grad.dtype == torch.bfloat16
 
 
 def _grouped_seq():
