@@ -225,6 +225,7 @@ def main() -> None:
                 ):
                     work = Path(tmp) / f"{rep}-{spec.workload}-{side}"
                     results.append(r := run_one(replace(spec, side=side), work))
+                    save(results, args.json)
                     if side == "rlrun" and not args.no_forced:
                         # the layout its cost model did not choose (all packed: padded; else packed)
                         other = "padded" if r.packed_forwards else "packed"
@@ -234,15 +235,19 @@ def main() -> None:
                                 work.with_name(work.name + "-" + other),
                             )
                         )
+                        save(results, args.json)
                 flip = not flip
-                if args.json:
-                    results_json = [asdict(r) for r in results]
-                    args.json.write_text(
-                        json.dumps({"environment": vs_trl.environment(), "results": results_json})
-                    )
     print("\n" + report(results), flush=True)
     if args.png:
         plot(results, args.png)
+
+
+def save(results: list[Result], path: Path | None) -> None:
+    """Every finished run to `path`, after each run: a later run the kernel kills for memory
+    (which ends the script) takes nothing with it."""
+    if path:
+        runs = [asdict(r) for r in results]
+        path.write_text(json.dumps({"environment": vs_trl.environment(), "results": runs}))
 
 
 def run_one(spec: Spec, work: Path) -> Result:
