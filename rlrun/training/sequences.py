@@ -296,11 +296,11 @@ def selected_log_probs(logits: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
     """`log_softmax(logits)` at `ids`: (N, T, V) logits and (N, T) ids give (N, T) log-probs,
     `logits[ids] - logsumexp(logits)`, with their gradient `g · (onehot(ids) - softmax(logits))`.
 
-    `logits.log_softmax(-1).gather(...)` keeps its (N, T, V) output for the backward beside the
-    logits, and its backward makes three more such tensors at once (the gathered gradient
-    scattered back, the softmax, the result): four vocabulary-wide copies above the logits at
-    the top of the backward, where every layer's activations are still held. This keeps the
-    logits alone and builds the gradient in one tensor, a few rows at a time."""
+    `logits.log_softmax(-1).gather(...)` keeps its (N, T, V) output for the backward, and its
+    backward makes three more such tensors at once (the gathered gradient scattered back, the
+    softmax, the result): four vocabulary-wide tensors at the top of the backward, where every
+    layer's activations are still held. This keeps the logits and builds the gradient in one
+    tensor, a few rows at a time: two."""
     return _SelectedLogProbs.apply(logits.to(torch.promote_types(logits.dtype, torch.float32)), ids)
 
 
