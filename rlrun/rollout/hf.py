@@ -109,12 +109,16 @@ class HFRolloutEngine:
         decoding = torch.arange(n_rows, device=ids.device)  # chunk rows still in the decode batch
         ended = torch.zeros(n_rows, dtype=torch.bool, device=ids.device)  # per decode-batch row
         for t in range(sampling.max_tokens):
-            scaled = logits.float() / sampling.temperature
+            scaled = logits.float()
+            if sampling.temperature != 1.0:  # x / 1 is x to the bit: skip a vocabulary-wide copy
+                scaled = scaled / sampling.temperature
             # Noise for every row of the chunk, ended or not, so the samples do not depend on
-            # when rows leave the batch (and equal torch.multinomial's for the same seed).
+            # when rows leave the batch.
             noise = None
             if not sampling.greedy:
-                noise = torch.empty(n_rows, scaled.shape[-1], device=scaled.device).exponential_()[decoding]
+                noise = exponential_noise(n_rows, scaled.shape[-1], device=scaled.device)
+                if len(decoding) < n_rows:
+                    noise = noise[decoding]
             banned = eos if t < sampling.min_tokens else None
             token = next_token(scaled, sampling, banned, noise=noise).masked_fill(ended, self.pad_id)
             tokens[decoding, t] = token
@@ -173,8 +177,19 @@ def next_token(
         logits = logits.masked_fill(torch.zeros_like(drop).scatter(-1, order, drop), float("-inf"))
     probs = logits.softmax(-1)
     if noise is None:
-        noise = torch.empty_like(probs).exponential_()
+        noise = exponential_noise(*probs.shape, device=probs.device)
     return probs.div(noise).argmax(-1)
+
+
+def exponential_noise(rows: int, vocab: int, *, device: torch.device) -> torch.Tensor:
+    """Exp(1) draws (rows, vocab) as -log(u), u uniform in [0, 1) from a float32 draw.
+
+    `Tensor.exponential_` (what torch.multinomial uses) draws in float64 and took a fifth of a
+    decode step at 128 rows of SmolLM2 on CPU; this is 4x cheaper. The 2**-24 grid of a float32
+    uniform moves a sample only where two tokens' p/q lie within about 1e-7 of each other, as
+    float32 rounding of the probabilities already does. u = 0 gives q = inf: that entry cannot win,
+    and p = 0 (a banned or truncated token) gives 0 / q = 0, never NaN."""
+    return torch.rand(rows, vocab, device=device).log_().neg_()
 
 
 def _cat_right_padded(parts: tuple[torch.Tensor, ...], value: float) -> torch.Tensor:

@@ -7,7 +7,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from rlrun.data import left_pad
 from rlrun.embedded import resolve_model_path
 from rlrun.rollout import ROLLOUT_ENGINES, RolloutEngine, SamplingParams
-from rlrun.rollout.hf import next_token
+from rlrun.rollout.hf import exponential_noise, next_token
 from rlrun.tasks.arithmetic import ArithmeticTask
 
 
@@ -191,12 +191,32 @@ def test_plain_sampling_follows_the_distribution():
     torch.testing.assert_close(freq, _PROBS[0], atol=0.03, rtol=0)
 
 
-def test_a_sample_is_the_one_torch_multinomial_draws_from_the_same_generator_state():
+def test_a_sample_is_the_exponential_race_over_one_float32_uniform_draw():
     logits = torch.randn(5, 11, generator=torch.Generator().manual_seed(0))
     torch.manual_seed(3)
-    expected = torch.multinomial(logits.softmax(-1), 1).squeeze(-1)
+    q = -torch.rand(5, 11).log()
     torch.manual_seed(3)
-    assert torch.equal(next_token(logits, SamplingParams(), None), expected)
+    assert torch.equal(next_token(logits, SamplingParams(), None), (logits.softmax(-1) / q).argmax(-1))
+
+
+def test_exponential_noise_is_exp_1():
+    torch.manual_seed(0)
+    q = exponential_noise(1000, 1000, device=torch.device("cpu"))
+    assert (q >= 0).all()
+    # Exp(1): mean 1, P(q > 1) = 1/e, P(q > 5) = e^-5 = 0.006738 (10^6 draws: 3 standard errors
+    # are 0.003 for the mean, 0.0014 and 0.00025 for the tail fractions).
+    assert abs(q[q.isfinite()].double().mean().item() - 1.0) < 0.003
+    assert abs((q > 1).double().mean().item() - 0.367879) < 0.0015
+    assert abs((q > 5).double().mean().item() - 0.006738) < 0.00025
+
+
+def test_a_zero_probability_token_never_wins_even_against_infinite_noise():
+    # q = inf (u = 0) where p = 0 must give 0, not NaN (argmax would pick a NaN).
+    logits = torch.tensor([[0.0, float("-inf"), 0.0]])
+    noise = torch.tensor([[1.0, float("inf"), 2.0]])
+    assert next_token(logits, SamplingParams(), None, noise=noise).item() == 0
+    noise = torch.tensor([[float("inf"), 0.5, 2.0]])
+    assert next_token(logits, SamplingParams(), None, noise=noise).item() == 2
 
 
 def test_ended_rows_leave_the_decode_batch_without_changing_any_sample(model_and_tokenizer, prompts):
