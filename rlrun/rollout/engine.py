@@ -14,6 +14,7 @@ the trainer may use it as the old policy's log-prob without recomputation.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -97,6 +98,32 @@ class RolloutBatch:
         return self.response_mask.sum(-1)
 
 
+class Conversation(Protocol):
+    """Rows that continue their prompts over several turns (an agent's episodes): the model
+    samples a turn for some rows, the environment appends tokens to some rows, and so on. An
+    engine may keep each row's KV cache between turns, so a turn computes only the tokens that
+    are new since the last one. Rows are numbered as in ``RolloutEngine.conversation``.
+
+    Tokens are never re-tokenized: a row's context is exactly its prompt ids, then every sampled
+    and appended id in order."""
+
+    num_rows: int
+
+    def sample(self, rows: Sequence[int], sampling: SamplingParams) -> RolloutBatch:
+        """Sample one turn for each of ``rows`` (``sampling.n`` must be 1), in that order, and add
+        the sampled ids (EOS included when emitted) to their contexts. The batch's rows follow
+        ``rows``; its log-probs follow the contract in this module's docstring."""
+        ...
+
+    def append(self, rows: Sequence[int], token_ids: Sequence[Sequence[int]]) -> None:
+        """Add context the model did not sample (a tool's output, an observation) to ``rows``."""
+        ...
+
+    def close(self) -> None:
+        """Free what the conversation holds (its KV cache)."""
+        ...
+
+
 @runtime_checkable
 class RolloutEngine(Protocol):
     """What the training loop needs from a generator."""
@@ -107,4 +134,10 @@ class RolloutEngine(Protocol):
 
     def sync_weights(self, model: torch.nn.Module) -> None:
         """Make the engine generate with ``model``'s current weights (after every optimizer step)."""
+        ...
+
+    def conversation(self, prompt_ids: list[list[int]], n: int, *, max_tokens: int) -> Conversation:
+        """Rows for multi-turn sampling: ``n`` per prompt, prompt-major (rows ``i*n .. i*n+n-1``
+        continue prompt ``i``). ``max_tokens``: the most tokens any row will hold after its
+        prompt, sampled and appended together (what a cache is sized for)."""
         ...

@@ -27,6 +27,7 @@ import torch
 from transformers import PreTrainedModel
 
 from rlrun.data.padding import left_pad
+from rlrun.rollout.conversation import resubmitting
 from rlrun.rollout.engine import FINISH_LENGTH, FINISH_STOP, ROLLOUT_ENGINES, RolloutBatch, SamplingParams
 from rlrun.shared_prefix import cache_keyword, prefill
 
@@ -85,6 +86,8 @@ class HFRolloutEngine:
         ).any(-1)
         finish = [FINISH_STOP if s else FINISH_LENGTH for s in stopped.tolist()]
         return RolloutBatch(response_ids, response_mask, log_probs, finish, sampling.n)
+
+    conversation = resubmitting  # multi-turn: each turn resubmits the rows' contexts
 
     def sync_weights(self, model: torch.nn.Module) -> None:
         """No-op when the engine generates with the training model itself (the usual case)."""

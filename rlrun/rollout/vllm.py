@@ -56,6 +56,7 @@ import torch
 import torch.distributed as dist
 from packaging.version import Version
 
+from rlrun.rollout.conversation import resubmitting
 from rlrun.rollout.engine import FINISH_LENGTH, FINISH_STOP, RolloutBatch, SamplingParams
 from rlrun.schema.rollout import Vllm
 
@@ -277,6 +278,8 @@ class VLLMRolloutEngine:
         params = VllmSamplingParams(max_tokens=1, temperature=0.0, prompt_logprobs=topk, detokenize=False)
         outputs = self._run(sequences, params)[mine]
         return token_scores(outputs, [len(p) for p in prompt_ids], topk, self.device)
+
+    conversation = resubmitting  # multi-turn: each turn resubmits the rows' contexts
 
     def sync_weights(self, model: torch.nn.Module) -> None:
         """Push ``model``'s weights into vLLM (every rank calls this: gathering is collective)."""
