@@ -275,7 +275,7 @@ def _train(loaded: LoadedRecipe, options: RunOptions, overrides: list[str]) -> N
     from rlrun.launch import is_relaunched, release_process_group
 
     # the rollout engine too: vLLM tears down its own groups when it closes
-    release_process_group(run.session.engine, meet=run.ended_at_step_boundary)
+    release_process_group(run.session.generation.engine, meet=run.ended_at_step_boundary)
     if run.status == "interrupted":
         # Under the launcher the launching process reports it: torchrun would print a failure
         # report for each process that ended with 130.

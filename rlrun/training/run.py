@@ -182,7 +182,7 @@ class Run:
         resumed: TrainState | None = None,  # the checkpoint's state the session was resumed from
     ):
         self.recipe, self.session, self.say = loaded.recipe, session, say
-        self.main = session.accelerator.is_main_process
+        self.main = session.group.accelerator.is_main_process
         path = default_run_dir(loaded, options)
         self.dir = directory or RunDir(path)
         self.profile_dir = path / "profile" if options.profile else None
@@ -198,14 +198,14 @@ class Run:
         wandb_id = None
         if resumed is not None:
             wandb_id = resumed.wandb_run_id
-            self.start_wall = wall_time_at(self.dir.metrics_file, session.step)
+            self.start_wall = wall_time_at(self.dir.metrics_file, session.counters.step)
         self.sinks: list[Sink] = []
         if self.main:
             meta = self.dir.read_meta() if options.resume else self._new_meta(loaded, overrides)
             if not options.resume:
                 self.dir.write_recipe(loaded.source_path.read_text(), loaded.data, overrides)
             # On resume the logs are cut back to the checkpoint (all of them when there was none).
-            resume_step = (session.step if resumed is not None else -1) if options.resume else None
+            resume_step = (session.counters.step if resumed is not None else -1) if options.resume else None
             self.sinks = self._sinks(loaded, wandb_id, resume_step=resume_step)
             meta.update(
                 status="running",
@@ -222,7 +222,7 @@ class Run:
                 meta.setdefault("resumes", []).append(
                     {
                         "time": now_iso(),
-                        "from_step": session.step,
+                        "from_step": session.counters.step,
                         "overrides": overrides,
                         "setup": self._setup(),
                     }
@@ -234,9 +234,9 @@ class Run:
         self.stalls_reported: set[str] = set()
 
     def _setup(self) -> dict[str, Any]:
-        engine = getattr(self.session.engine, "description", self.recipe.rollout.engine)
+        engine = getattr(self.session.generation.engine, "description", self.recipe.rollout.engine)
         return run_setup(
-            self.session.accelerator,
+            self.session.group.accelerator,
             self.recipe.model.dtype,
             self.recipe.trainer.autocast,
             strategy=self.session.strategy,
@@ -271,7 +271,7 @@ class Run:
             sinks.append(
                 ConsoleSink(
                     self.recipe.trainer.total_steps,
-                    start_step=self.session.step,
+                    start_step=self.session.counters.step,
                     table_every=log.console.table_every_steps,
                 )
             )
@@ -326,7 +326,9 @@ class Run:
                 self.say(f"Warning: {stall.message}.")
         every = self.recipe.logging.samples_every_steps
         if every and experience is not None and step % every == 0:
-            self.logger.log_samples(step, sample_rows(experience, self.session.train_data, SAMPLES_PER_LOG))
+            self.logger.log_samples(
+                step, sample_rows(experience, self.session.generation.train_data, SAMPLES_PER_LOG)
+            )
 
     def checkpoint(self) -> None:
         self.session.save_checkpoint(self.dir.checkpoints, self._wandb_id())
@@ -359,8 +361,8 @@ class Run:
                 try:
                     if (
                         at_step_boundary
-                        and self.session.step > 0
-                        and not self.checkpoint_due(self.session.step)
+                        and self.session.counters.step > 0
+                        and not self.checkpoint_due(self.session.counters.step)
                     ):
                         self.checkpoint()
                 except KeyboardInterrupt:  # a second signal while saving: the partial save is ignored
@@ -377,7 +379,7 @@ class Run:
     def _interrupted_note(self) -> str:
         """Where the run stopped and where `rlrun resume` continues: after a second signal the last
         step done may be newer than the last checkpoint."""
-        step = self.session.step
+        step = self.session.counters.step
         saved = ckpt.list_checkpoints(self.dir.checkpoints)
         if not saved:
             return f"Interrupted at step {step}, before any checkpoint was saved."
@@ -401,7 +403,7 @@ class Run:
         # that waits for a slower process, say, it would take a duplicate for a second request.
         # Not while user code (a reward's timeout) holds SIGALRM: the alarm is its.
         if signal.getsignal(signal.SIGALRM) == self._hear_the_first_again:
-            several = self.session.accelerator.num_processes > 1
+            several = self.session.group.size > 1
             signal.signal(signum, signal.SIG_IGN)
             signal.setitimer(
                 signal.ITIMER_REAL, DUPLICATE_SIGNAL_S_SEVERAL_PROCESSES if several else DUPLICATE_SIGNAL_S
@@ -420,7 +422,7 @@ class Run:
         """Whether the run stops after the step just done. Several processes decide together: a
         signal can reach one of them a step before another, and a process that stopped alone
         would leave the others waiting in their next collective operation for ever."""
-        accelerator = self.session.accelerator
+        accelerator = self.session.group.accelerator
         if accelerator.num_processes == 1:
             self.stopping = self.stop_requested
             return self.stopping
@@ -439,7 +441,12 @@ class Run:
         if self.main:
             # On a full disk these can fail too; the error that ended the run is the one to report.
             for record in (
-                partial(self.dir.record_end, status=status, end_time=now_iso(), final_step=self.session.step),
+                partial(
+                    self.dir.record_end,
+                    status=status,
+                    end_time=now_iso(),
+                    final_step=self.session.counters.step,
+                ),
                 partial(self.logger.close, status),
             ):
                 try:
@@ -523,14 +530,14 @@ def start_run(
         if interrupt.requested():  # Ctrl-C while loading, its KeyboardInterrupt lost in a library
             raise KeyboardInterrupt
         if on_cpu(loaded.recipe):
-            parameters = sum(p.numel() for p in session.unwrapped_policy.parameters())
+            parameters = sum(p.numel() for p in session.models.unwrapped_policy.parameters())
             threads = cpu_threads_for(parameters, os.environ)
             if threads is not None:
                 torch.set_num_threads(threads)
         resumed = None
         if start_from is not None:
             resumed = session.load_checkpoint(start_from)
-            say(f"Resuming {path} from {start_from.name} (step {session.step}).")
+            say(f"Resuming {path} from {start_from.name} (step {session.counters.step}).")
         return Run(loaded, options, session, say, overrides, directory, resumed)
     except BaseException:
         if directory is not None:  # a run that never started leaves no directory behind
@@ -545,13 +552,16 @@ def train(
     """Run (or resume) the recipe to `trainer.total_steps`; returns the finished run."""
     run = start_run(loaded, options, say, list(overrides or []))
     s, total = run.session, loaded.recipe.trainer.total_steps
-    with run.supervise(), profiled_steps(run.profile_dir, s.accelerator.process_index) as step_done:
-        if s.step == 0:
+    with run.supervise(), profiled_steps(run.profile_dir, s.group.rank) as step_done:
+        if s.counters.step == 0:
             run.log(0, s.evaluate())  # the starting point every curve is compared with
-        with gathered(s.policy):
-            norm = weight_norm(s.unwrapped_policy)
-        for step in range(s.step + 1, total + 1):
-            s.reward_fn.trainer_state.global_step, s.reward_fn.trainer_state.max_steps = step, total
+        with gathered(s.models.policy):
+            norm = weight_norm(s.models.unwrapped_policy)
+        for step in range(s.counters.step + 1, total + 1):
+            (
+                s.generation.reward_fn.trainer_state.global_step,
+                s.generation.reward_fn.trainer_state.max_steps,
+            ) = step, total
             try:
                 metrics, experience = training_step(s, step)
             except RuntimeError as exc:  # sampling from a policy that broke without being caught
@@ -559,11 +569,11 @@ def train(
                     raise
                 problem = "sampling probabilities stopped being finite numbers"
                 raise NonFiniteModel(
-                    broken_model_message(problem, step, s.scheduler.get_last_lr()[0])
+                    broken_model_message(problem, step, s.optim.scheduler.get_last_lr()[0])
                 ) from exc
             norm = check_policy_health(s, experience.seq, step, lr=metrics["actor/lr"], norm_before=norm)
             step_done()
-            s.step = step
+            s.counters.step = step
             if run.eval_due(step):
                 metrics |= s.evaluate()
             run.log(step, metrics, experience)

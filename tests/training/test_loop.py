@@ -87,7 +87,7 @@ def test_the_reference_scores_the_rows_in_the_updates_micro_batches(tmp_path, mo
     """Same rows, same shapes: the reference's (and the old policy's) log-probs equal the
     policy's to the bit while the two are equal. In-order chunks (as before) differed from the shuffled micro-batches of the
     update, and on SmolLM2 that left a KL gradient of float noise at step 1."""
-    from rlrun.training import loop
+    from rlrun.training.stages import scoring, updates
 
     calls = []
 
@@ -95,8 +95,9 @@ def test_the_reference_scores_the_rows_in_the_updates_micro_batches(tmp_path, mo
         calls.append(("update" if "entropy" in kwargs else "score", q.input_ids.tolist()))
         return response_log_probs(model, q, *args, **kwargs)
 
-    response_log_probs = loop.response_log_probs
-    monkeypatch.setattr(loop, "response_log_probs", recording)
+    response_log_probs = scoring.response_log_probs
+    monkeypatch.setattr(scoring, "response_log_probs", recording)
+    monkeypatch.setattr(updates, "response_log_probs", recording)
     overrides = [*SMALL, "actor.mini_batch_samples=8", "actor.micro_batch_samples=4", "actor.kl_loss.enabled=true", "trainer.total_steps=1"]  # fmt: skip
     run(tmp_path / "run", overrides)
     scored = [ids for kind, ids in calls if kind == "score"]

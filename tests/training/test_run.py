@@ -36,18 +36,19 @@ class _TickingClock:
 
 
 def _fake_session(recipe, warn):
+    accelerator = SimpleNamespace(
+        is_main_process=True,
+        process_index=0,
+        num_processes=1,
+        distributed_type="NO",
+        device=torch.device("cpu"),
+        mixed_precision="no",
+    )
     return SimpleNamespace(
-        accelerator=SimpleNamespace(
-            is_main_process=True,
-            process_index=0,
-            num_processes=1,
-            distributed_type="NO",
-            device=torch.device("cpu"),
-            mixed_precision="no",
-        ),
-        step=0,
-        unwrapped_policy=torch.nn.Linear(2, 2),
-        engine=None,
+        group=SimpleNamespace(accelerator=accelerator, size=1, rank=0),
+        counters=SimpleNamespace(step=0),
+        models=SimpleNamespace(unwrapped_policy=torch.nn.Linear(2, 2)),
+        generation=SimpleNamespace(engine=None),
         strategy="none",
     )
 
@@ -84,7 +85,10 @@ def test_a_step_far_slower_than_the_runs_typical_step_is_explained():
 def _supervised_run(tmp_path):
     """A `Run` with only what `supervise` touches; records its checkpoints and final status."""
     run = Run.__new__(Run)
-    run.session = SimpleNamespace(step=4, accelerator=SimpleNamespace(num_processes=1))
+    run.session = SimpleNamespace(
+        counters=SimpleNamespace(step=4),
+        group=SimpleNamespace(size=1, accelerator=SimpleNamespace(num_processes=1)),
+    )
     run.stop_requested = run.stopping = run.closing = False
     run.first_stop_signal = None
     run.main = True
@@ -94,8 +98,8 @@ def _supervised_run(tmp_path):
     run.say = run.said.append
 
     def checkpoint():
-        run.saved.append(run.session.step)
-        (run.dir.checkpoints / f"step_{run.session.step:06d}").mkdir(parents=True)
+        run.saved.append(run.session.counters.step)
+        (run.dir.checkpoints / f"step_{run.session.counters.step:06d}").mkdir(parents=True)
 
     run.checkpoint = checkpoint
     run.close = lambda status: setattr(run, "status", status)
@@ -104,7 +108,7 @@ def _supervised_run(tmp_path):
 
 def _end_step(run: Run, step: int) -> None:
     """What the training loop does when a step is done: count it, then ask whether to stop."""
-    run.session.step = step
+    run.session.counters.step = step
     run.stop_agreed()
 
 
@@ -126,18 +130,18 @@ def test_a_second_signal_stops_at_once_and_saves_no_half_done_step(tmp_path):
     with run.supervise():
         os.kill(os.getpid(), signal.SIGTERM)
         os.kill(os.getpid(), signal.SIGINT)  # still inside step 5: its updates are half applied
-        run.session.step = 5  # never reached
+        run.session.counters.step = 5  # never reached
     assert run.status == "interrupted" and run.saved == []  # before the fix: step 4's label on half of step 5
 
 
 def test_after_a_second_signal_the_console_names_the_checkpoint_resume_continues_from(tmp_path):
     """Step 6 done, the last checkpoint step 5: the console said "Interrupted at step 6"."""
     run = _supervised_run(tmp_path / "my run; $HOME")
-    run.session.step = 5
+    run.session.counters.step = 5
     run.checkpoint()
     run.saved.clear()
     with run.supervise():
-        run.session.step = 6
+        run.session.counters.step = 6
         os.kill(os.getpid(), signal.SIGTERM)
         os.kill(os.getpid(), signal.SIGINT)  # inside step 7
     assert run.saved == []
@@ -174,7 +178,7 @@ def test_the_same_signal_again_after_a_moment_stops_at_once(tmp_path, monkeypatc
         os.kill(os.getpid(), signal.SIGINT)
         time.sleep(0.5)  # the moment passes
         os.kill(os.getpid(), signal.SIGINT)
-        run.session.step = 5  # never reached
+        run.session.counters.step = 5  # never reached
     assert run.status == "interrupted" and run.saved == []
     assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
 
@@ -219,7 +223,7 @@ def test_a_signal_handled_during_the_stop_agreement_is_agreed_on_at_the_next_ste
     says "go on" (nobody had asked yet), and the request must stand for the next step: it was
     overwritten with the answer and lost, and the run trained on to its end (two CI failures)."""
     run = _supervised_run(tmp_path)
-    run.session.accelerator = SimpleNamespace(num_processes=2, device="cpu")
+    run.session.group = SimpleNamespace(size=2, accelerator=SimpleNamespace(num_processes=2, device="cpu"))
     flags = []
 
     def all_reduce(flag, op):  # the other process asks nothing: the maximum is this one's flag
