@@ -48,9 +48,9 @@ def settings(s: Session, option: str, on: bool) -> dict[str, TrainerForward | No
     }
 
 
-def run_slot(s: Session, models: dict, recompute: bool, first_step: int, steps: int) -> list[dict]:
+def run_slot(s: Session, models: dict, old_log_probs: str, first_step: int, steps: int) -> list[dict]:
     s.models.policy_forward, s.models.reference = models["policy_forward"], models["reference"]
-    s.pipeline = Pipeline.build(s.recipe, replace(s.needs, recompute_old_log_probs=recompute))
+    s.pipeline = Pipeline.build(s.recipe, replace(s.needs, old_log_probs=old_log_probs))
     return [loop.training_step(s, step)[0] for step in range(first_step, first_step + steps)]
 
 
@@ -72,10 +72,13 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     recipe = load_recipe(args.recipe, [*QUIET, *args.overrides]).recipe
     s = Session(recipe)
-    base_recompute = s.needs.recompute_old_log_probs
+    base = s.needs.old_log_probs  # autocast: the sampler's (float32) are not the trainer's
     variants = {
-        False: (settings(s, args.option, False), base_recompute),
-        True: (settings(s, args.option, True), base_recompute or args.option == "autocast"),
+        False: (settings(s, args.option, False), base),
+        True: (
+            settings(s, args.option, True),
+            "recompute" if base == "sampler" and args.option == "autocast" else base,
+        ),
     }
     print(f"recipe {args.recipe} {' '.join(args.overrides)}; option {args.option}; threads {args.threads}")
     step = 1

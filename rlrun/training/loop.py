@@ -10,9 +10,10 @@
             update_parts      the rows of the actor's first-epoch micro-batches, which the
                               scoring passes below reuse            (with a reference or old pass)
             reference         reference log-probs              (a KL penalty or KL loss)
-            old_log_probs     the policy's log-probs before the update, recomputed
-                              (another engine or precision, several updates, IS) — or else
-            sampler_log_probs the sampler's log-probs, equal to the trainer's
+            old_log_probs     the policy's log-probs before the update, recomputed (read before
+                              it or by several updates, and the sampler's will not do)
+            sampler_log_probs — or the sampler's, equal to the trainer's; with neither, the
+                              update's own log-probs, detached, are the old ones (one update)
             sum_pi_squared    Σ_v π(v)² per response token     (an estimator that declares it: OTB)
             teacher           the teacher's log-probs or top-k (distillation)
             values            critic values                    (with a critic)

@@ -14,29 +14,42 @@ def test_the_hf_engine_declares_trainer_log_probs_and_vllm_does_not():
     assert (
         ROLLOUT_ENGINES.needs("hf").trainer_log_probs and not ROLLOUT_ENGINES.needs("vllm").trainer_log_probs
     )
-    assert not needs_of(load_recipe("grpo", []).recipe).recompute_old_log_probs
-    vllm = load_recipe("grpo", ["rollout.engine=vllm"], environment=False).recipe
-    assert needs_of(vllm).recompute_old_log_probs
+
+
+ONE_UPDATE = ["actor.mini_batch_samples=128"]  # the base recipe's 16 prompts x 8 samples: one optimizer step
+TWO_UPDATES = ["actor.mini_batch_samples=64", "actor.micro_batch_samples=64"]
 
 
 @pytest.mark.parametrize(
-    ("overrides", "recompute"),
+    ("overrides", "source"),
     [
-        ([], False),
+        (ONE_UPDATE, "update"),  # on-policy: the update's own log-probs, detached
+        ([*ONE_UPDATE, "rollout.engine=vllm"], "update"),  # no recomputed forward on vLLM either
+        ([*ONE_UPDATE, "model.dtype=bfloat16"], "update"),
+        ([*ONE_UPDATE, "actor.kl_loss.enabled=true"], "update"),  # the KL loss reads the reference, not them
+        ([*ONE_UPDATE, "algorithm.kl_in_reward.enabled=true"], "sampler"),  # read before the update
+        ([*ONE_UPDATE, "algorithm.kl_in_reward.enabled=true", "rollout.engine=vllm"], "recompute"),
+        ([*ONE_UPDATE, "algorithm.kl_in_reward.enabled=true", "trainer.autocast=bfloat16"], "recompute"),
         (
-            ["actor.mini_batch_samples=64", "actor.micro_batch_samples=64"],
-            True,
-        ),  # two optimizer steps: the policy moves between them
-        (["actor.ppo_epochs=2"], True),
-        (["model.dtype=bfloat16"], True),
-        (["trainer.autocast=bfloat16"], True),
-        (["rollout.importance_sampling.level=token"], True),
+            [*ONE_UPDATE, "rollout.importance_sampling.level=token"],
+            "recompute",
+        ),  # compares them with the sampler's
+        (TWO_UPDATES, "recompute"),  # the policy moves between the updates
+        ([*ONE_UPDATE, "actor.ppo_epochs=2"], "recompute"),
     ],
 )
-def test_the_sampler_log_probs_serve_as_the_old_policys_only_while_they_equal_the_trainers(
-    overrides, recompute
-):
-    assert needs_of(load_recipe("grpo", overrides).recipe).recompute_old_log_probs is recompute
+def test_where_the_old_policys_log_probs_come_from(overrides, source):
+    recipe = load_recipe("grpo", ["actor.kl_loss.enabled=false", *overrides], environment=False).recipe
+    assert needs_of(recipe).old_log_probs == source
+
+
+def test_an_estimator_that_reads_old_log_probs_gets_them_before_the_update():
+    from rlrun.algorithms.registries import ADVANTAGES
+
+    readers = ADVANTAGES.names_where(lambda n: n.needs_old_log_probs)
+    assert readers  # a built-in one declares it
+    recipe = load_recipe("grpo", [*ONE_UPDATE, f"algorithm.advantage={readers[0]}"], environment=False).recipe
+    assert needs_of(recipe).old_log_probs == "sampler"
 
 
 def test_a_distillation_loss_that_declares_top_k_gets_the_teachers_top_k():

@@ -83,10 +83,11 @@ def test_autocast_log_probs_within_bf16_tolerance_and_gradients_float32():
 
 
 @needs_bf16
-def test_an_autocast_run_trains_and_recomputes_old_log_probs(tmp_path):
-    overrides = [*SMALL, "trainer.total_steps=2", "trainer.autocast=bfloat16"]
+def test_an_autocast_run_with_two_updates_a_step_trains_and_recomputes_old_log_probs(tmp_path):
+    # two optimizer steps a rollout: the float32 sampler's log-probs are not the autocast trainer's
+    overrides = [*SMALL, "trainer.total_steps=2", "trainer.autocast=bfloat16", "actor.mini_batch_samples=8"]
     run = train(load_recipe("grpo", overrides), RunOptions(run_dir=tmp_path / "run"), overrides=overrides)
-    assert run.status == "finished" and run.session.needs.recompute_old_log_probs
+    assert run.status == "finished" and run.session.needs.old_log_probs == "recompute"
     last = _metrics(tmp_path / "run")[-1]
     assert "timing_s/old_log_prob" in last and abs(last["actor/pg_loss"]) < 10
     assert torch.isfinite(torch.tensor(last["actor/grad_norm"]))

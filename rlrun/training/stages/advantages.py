@@ -76,8 +76,8 @@ def is_weights(ctx: StepContext, b: Any) -> None:
 
 @register_stage(
     "advantages",
-    reads=("experience", "token_level_rewards", "old_log_probs"),
-    uses=("values", "baselines", "sum_pi_squared", "is_weights"),
+    reads=("experience", "token_level_rewards"),
+    uses=("old_log_probs", "values", "baselines", "sum_pi_squared", "is_weights"),
     writes=("advantages", "returns"),
     phase="adv",
 )

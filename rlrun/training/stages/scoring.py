@@ -22,7 +22,7 @@ from rlrun.training.stages.base import register_stage
 
 
 def _scored_as_in_update(recipe: Any, needs: Any) -> bool:
-    return needs.reference or needs.recompute_old_log_probs
+    return needs.reference or needs.old_log_probs == "recompute"
 
 
 @register_stage("update_parts", reads=("experience",), writes=("update_parts",), when=_scored_as_in_update)
@@ -65,13 +65,14 @@ def reference(ctx: StepContext, b: Any) -> None:
     "old_log_probs",
     reads=("experience", "update_parts"),
     writes=("old_log_probs",),
-    when=lambda r, needs: needs.recompute_old_log_probs,
+    when=lambda r, needs: needs.old_log_probs == "recompute",
     phase="old_log_prob",
 )
 def old_log_probs(ctx: StepContext, b: Any) -> None:
-    """The policy's log-probs before this step's updates, recomputed by the trainer: the
-    sampler's will not do (another engine or precision, several updates a step, or an
-    importance-sampling correction that compares the two)."""
+    """The policy's log-probs before this step's updates, recomputed by the trainer: they are
+    read before the update (an in-reward KL, an estimator that declares them, an importance-
+    sampling correction) or by several updates, and the sampler's will not do (another engine
+    or precision, or the policy moved)."""
     m = ctx.models
     with gathered(m.policy):
         b.old_log_probs = forward_in_parts(
@@ -83,7 +84,7 @@ def old_log_probs(ctx: StepContext, b: Any) -> None:
     "sampler_log_probs",
     reads=("experience",),
     writes=("old_log_probs",),
-    when=lambda r, needs: not needs.recompute_old_log_probs,
+    when=lambda r, needs: needs.old_log_probs == "sampler",
 )
 def sampler_log_probs(ctx: StepContext, b: Any) -> None:
     """The sampler's log-probs as the old policy's: the engine computed them with the training

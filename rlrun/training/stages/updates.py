@@ -53,15 +53,17 @@ def update_critic(ctx: StepContext, b: Any) -> None:
 
 @register_stage(
     "update_actor",
-    reads=("experience", "old_log_probs", "advantages"),
-    uses=("ref_log_probs", "is_weights", "teacher"),
+    reads=("experience", "advantages"),
+    uses=("old_log_probs", "ref_log_probs", "is_weights", "teacher"),
     phase="update_actor",
 )
 def update_actor(ctx: StepContext, b: Any) -> None:
     """PPO epochs over shuffled mini-batches, micro-batch gradient accumulation: loss = policy
     loss (actor.loss_kwargs; a seeded generator if it draws random numbers) - entropy bonus + KL
     loss (+ distillation against a teacher), normalised over the whole mini-batch; clip the grad
-    norm; AdamW. Skipped during the critic's warm-up steps."""
+    norm; AdamW. Without old log-probs (`Needs.old_log_probs == "update"`) the update is the
+    step's only one and its own detached log-probs are the old policy's (a ratio of exactly 1).
+    Skipped during the critic's warm-up steps."""
     r = ctx.recipe
     if ctx.models.critic is not None and b.step <= r.critic.warmup_steps:
         return
@@ -100,11 +102,12 @@ def update_actor(ctx: StepContext, b: Any) -> None:
             return_logits=topk,
             padding_free=a.padding_free,
         )
+        old = take(b.old_log_probs) if b.old_log_probs is not None else log_probs.detach()
         loss = torch.zeros((), device=mask.device)
         weight = mask.sum() / mb.tokens
         if task_loss:
             pg_loss, pg_metrics = ctx.components.policy_loss_fn(
-                take(b.old_log_probs),
+                old,
                 log_probs,
                 take(b.advantages),
                 mask,
@@ -123,7 +126,7 @@ def update_actor(ctx: StepContext, b: Any) -> None:
                 log_probs,
                 mask,
                 student_logits=logits,
-                old_log_prob=take(b.old_log_probs),
+                old_log_prob=old,
                 use_policy_gradient=d.use_policy_gradient,
                 loss_agg_mode=a.loss_agg_mode,
                 loss_max_clamp=d.loss_max_clamp,

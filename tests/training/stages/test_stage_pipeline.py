@@ -65,8 +65,8 @@ NO_KL = ["actor.kl_loss.enabled=false"]
 @pytest.mark.parametrize(
     ("recipe", "overrides", "expected"),
     [
-        ("grpo", NO_KL, ["sample", "sampler_log_probs", "token_rewards", *LAST]),
-        ("grpo", [], ["sample", *KL, "sampler_log_probs", "token_rewards", *LAST]),
+        ("grpo", NO_KL, ["sample", "token_rewards", *LAST]),  # on-policy: old log-probs from the update
+        ("grpo", [], ["sample", *KL, "token_rewards", *LAST]),
         (
             "grpo",
             [
@@ -86,17 +86,9 @@ NO_KL = ["actor.kl_loss.enabled=false"]
         (
             "ppo",
             [],
-            [
-                "sample",
-                "sampler_log_probs",
-                "values",
-                "token_rewards",
-                "advantages",
-                "update_critic",
-                *LAST[1:],
-            ],
+            ["sample", "values", "token_rewards", "advantages", "update_critic", *LAST[1:]],
         ),
-        ("opd", [], ["sample", "sampler_log_probs", "teacher", "token_rewards", *LAST]),
+        ("opd", [], ["sample", "teacher", "token_rewards", *LAST]),
         (
             "grpo",
             [*NO_KL, "algorithm.advantage=optimal_token_baseline"],
