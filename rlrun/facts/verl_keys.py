@@ -837,7 +837,12 @@ TABLE: dict[str, KeyMap] = {
         "trainer.checkpoint.every_steps", "-1 (never) -> 0 (at the end)", _off_when_negative
     ),
     "trainer.max_actor_ckpt_to_keep": KeyMap("trainer.checkpoint.keep_last"),
-    "trainer.critic_warmup": KeyMap("critic.warmup_steps"),
+    "trainer.critic_warmup": KeyMap(
+        "actor.frozen_steps",
+        "verl updates the actor once critic_warmup <= its step, counted from 1: c - 1 steps without an "
+        "update, with or without a critic",
+        lambda v, s: max(integer(s, "trainer.critic_warmup", 0) - 1, 0),
+    ),
     "trainer.device": KeyMap("trainer.device"),
     "trainer.project_name": KeyMap("logging.wandb.project"),
     "trainer.logger": KeyMap(

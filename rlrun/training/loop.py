@@ -187,7 +187,8 @@ def training_step(s: Session, step: int) -> tuple[dict[str, float], Experience]:
         if needs.critic:
             with timer("update_critic"):
                 metrics |= update_critic(s, seq, values, returns, step)
-        if step > r.critic.warmup_steps or not needs.critic:
+        lr = s.scheduler.get_last_lr()[0]  # the rate of this step's first update
+        if step > r.actor.frozen_steps:
             with timer("update_actor"):
                 metrics |= update_actor(
                     s,
@@ -199,8 +200,7 @@ def training_step(s: Session, step: int) -> tuple[dict[str, float], Experience]:
                     is_weights=is_weights,
                     teacher=teacher,
                 )
-        lr = s.scheduler.get_last_lr()[0]  # the rate this step's updates used
-        s.scheduler.step()
+            advance_schedule(s, "training_step")
         with timer("sync"):
             s.engine.sync_weights(s.unwrapped_policy)
 
@@ -461,7 +461,17 @@ def optimizer_step(
                 "rate, enable grad_clip, or check the reward for NaN/inf"
             )
     optimizer.zero_grad(set_to_none=True)
+    if optimizer is s.optimizer:
+        advance_schedule(s, "optimizer_step")
     return norm
+
+
+def advance_schedule(s: Session, unit: str) -> None:
+    """Step the actor's lr schedule at the end of one `unit` (training_step | optimizer_step)
+    when that is what it counts: verl's once per step that updates the actor, transformers'
+    (TRL's) once per optimizer step, a skipped (non-finite) one included."""
+    if s.recipe.actor.lr_scheduler.step_unit == unit:
+        s.scheduler.step()
 
 
 def minibatch_plan(s: Session, seq: Sequences, generator: torch.Generator) -> list[MiniBatch]:

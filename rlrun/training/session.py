@@ -27,7 +27,7 @@ from rlrun.algorithms.registries import ADVANTAGES, POLICY_LOSSES
 from rlrun.data import PromptDataset, PromptSampler, load_prompt_datasets
 from rlrun.errors import ConfigIssue, RecipeError
 from rlrun.evaluation import evaluate_recipe
-from rlrun.recipes.batch_plan import batch_plan
+from rlrun.recipes.batch_plan import batch_plan, schedule_steps
 from rlrun.records import checkpoint as ckpt
 from rlrun.rewards import RewardCombiner
 from rlrun.rollout import SamplingParams
@@ -176,7 +176,7 @@ class Session:
                 policy.enable_input_require_grads()
         self.policy, self.optimizer = self._prepare_trained(policy, r.actor.optimizer)
         self.policy_forward = self._forward(self.policy, compile=r.trainer.compile)
-        self.scheduler = build_scheduler(self.optimizer, r.actor.lr_scheduler, r.trainer.total_steps)
+        self.scheduler = build_scheduler(self.optimizer, r.actor.lr_scheduler, schedule_steps(r))
 
         # With LoRA the reference is the policy with its adapters disabled: no second copy.
         self.reference = (

@@ -83,7 +83,12 @@ def test_grpo_config(config):
     assert trainer["prompts_per_step"] == 8 * 4 * 8 // 8  # steps_per_generation x micro / n
     # 8 micro-batches per generation, 4 per optimizer step: 2 optimizer steps per rlrun step
     assert trainer["total_steps"] == 500 // 2
-    assert actor["lr_scheduler"] == {"name": "cosine", "warmup_steps": 50 // 2, "min_lr_ratio": 0.0}
+    assert actor["lr_scheduler"] == {
+        "name": "cosine",
+        "step_unit": "training_step",
+        "warmup_steps": 50 // 2,
+        "min_lr_ratio": 0.0,
+    }
     assert recipe["rollout"]["n"] == 8 and recipe["rollout"]["engine"] == "vllm"
     assert recipe["rollout"]["max_response_tokens"] == 1024
     assert recipe["rollout"]["importance_sampling"] == {"level": "token", "cap": 2.0, "mode": "truncate"}

@@ -133,7 +133,7 @@ def test_grpo_script(data_dir):
     assert "actor_rollout_ref.actor.ppo_mini_batch_size=256 -> actor.mini_batch_samples: 1280" in report
     assert "verl counts prompts, rlrun samples: x rollout.n" in report
     assert "actor_rollout_ref.model.use_remove_padding=true  [memory or speed" in report
-    assert "trainer.critic_warmup=0" in report.split("no rlrun equivalent")[1]  # no critic in GRPO
+    assert "trainer.critic_warmup=0 -> actor.frozen_steps: 0" in report  # verl: no step skipped
     assert "--num-processes 8" in report
 
 
@@ -333,7 +333,7 @@ def test_ppo_script_relies_on_verl_defaults(data_dir):
         recipe["critic"]["optimizer"]["lr"] == 1e-5
         and recipe["critic"]["model_path"] == "deepseek-ai/deepseek-llm-7b-chat"
     )
-    assert recipe["critic"]["warmup_steps"] == 0
+    assert recipe["actor"]["frozen_steps"] == 0
     assert recipe["rollout"]["n"] == 1  # verl's default
     assert recipe["actor"]["mini_batch_samples"] == 256 and recipe["actor"]["micro_batch_samples"] == 16 * 8
     assert recipe["trainer"]["total_steps"] == 300
