@@ -8,7 +8,7 @@ report    <- what mapped, what changed unit, what has no equivalent, what key is
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -181,11 +181,14 @@ def build(
                     Row(key, value, origin, "no equivalent", note=f"{stack}'s default: changes nothing")
                 )
             continue
+        waits_on = ", ".join(getattr(value, "names", ()))
+        if waits_on and row.infrastructure:
+            note = f"it waits on {waits_on}, not set here: rlrun's default stays"
+            rows.append(Row(key, value, origin, "no value", row.rlrun, note=note))
+            continue
         try:
-            if getattr(value, "names", ()) and (row.rlrun or row.convert):
-                raise ValueError(
-                    f"it waits on {', '.join(value.names)}, not set here (set it in the environment)"
-                )
+            if waits_on and (row.rlrun or row.convert):
+                raise ValueError(f"it waits on {waits_on}, not set here (set it in the environment)")
             rlrun_value = (
                 row.convert(value, effective) if row.convert and (row.rlrun or origin == "set") else value
             )
@@ -206,10 +209,7 @@ def build(
         rows.append(Row(key, value, origin, kind, row.rlrun, rlrun_value, row.note))
         values.setdefault(row.rlrun, rlrun_value)
     if refusals:
-        raise ConvertError(
-            f"{source}: rlrun cannot run this {stack} experiment as it is; nothing was written.\n"
-            + "\n".join(f"  - {reason}" for reason in refusals)
-        )
+        raise refusal(source, stack, refusals)
     values.update(fixed)
     if not values.get("critic.enabled"):  # critic settings do nothing without a critic
         unused = {k for k in values if k.startswith("critic.") and k != "critic.enabled"}
@@ -228,8 +228,15 @@ def build(
             "(batch sizes above are totals over all processes)"
         )
     description = f"Converted from {stack} ({Path(source).name})"
-    return Conversion(
-        stack, source, {"extends": "base", "description": description, **_nest(values)}, rows, notes
+    recipe = {"extends": "base", "description": description, **_nest(values)}
+    return Conversion(stack, source, recipe, rows, notes)
+
+
+def refusal(source: str, stack: str, reasons: Sequence[str]) -> ConvertError:
+    """The error listing every reason (each once) why rlrun cannot run `source` as `stack` would."""
+    listed = "\n".join(f"  - {reason}" for reason in dict.fromkeys(reasons))
+    return ConvertError(
+        f"{source}: rlrun cannot run this {stack} experiment as it is; nothing was written.\n{listed}"
     )
 
 

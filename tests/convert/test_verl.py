@@ -604,23 +604,26 @@ def test_a_verl_run_and_its_reward_function_train_without_edits(tmp_path, monkey
 
 
 def test_the_documented_convert_command(tmp_path, monkeypatch):
-    """docs/coming-from-verl-trl.md's `rlrun convert verl` command, exactly as written, on the example
-    script it names."""
+    """docs/coming-from-verl-trl.md's `rlrun convert verl` command, exactly as written, in a fresh
+    clone's folders (examples/, recipes/) with nothing in $HOME: its overrides point the run at
+    the shipped GSM8K sample."""
+    from tests.test_docs import commands_in
+
     repo = Path(__file__).resolve().parents[2]
     page = (repo / "docs" / "coming-from-verl-trl.md").read_text()
-    (command,) = [line for line in page.splitlines() if line.startswith("rlrun convert verl ")]
-    shutil.copytree(repo / "examples", tmp_path / "examples")
-    (tmp_path / "data" / "gsm8k").mkdir(parents=True)
-    verl_parquet(tmp_path / "data" / "gsm8k" / "train.parquet", 1024)
-    verl_parquet(tmp_path / "data" / "gsm8k" / "test.parquet", 16)
-    monkeypatch.setenv("HOME", str(tmp_path))  # the script reads $HOME/data/gsm8k/*.parquet
+    (command,) = [c for c in commands_in(page) if c.startswith("rlrun convert verl ")]
+    for folder in ("examples", "recipes"):
+        shutil.copytree(repo / folder, tmp_path / folder)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))  # no ~/data/gsm8k
     monkeypatch.chdir(tmp_path)
     result = runner.invoke(app, shlex.split(command)[1:])
     assert result.exit_code == 0, result.output
     recipe = load_recipe(tmp_path / "grpo_gsm8k.yaml", environment=False).recipe
-    assert recipe.actor.mini_batch_samples == 64 * 8 and recipe.actor.micro_batch_samples == 16 * 4
     assert (
-        recipe.trainer.total_steps == 15 * (1024 // 256)
-        and recipe.reward.functions[0].fn == "rlrun:verl_default"
+        recipe.data.source == recipe.data.val_source == str(tmp_path / "recipes" / "gsm8k" / "sample.parquet")
     )
+    assert recipe.trainer.prompts_per_step == 16 and recipe.rollout.n == 8
+    assert recipe.actor.mini_batch_samples == 16 * 8 and recipe.actor.micro_batch_samples == 16 * 4
+    assert recipe.trainer.total_steps == 15 * (20 // 16)  # 15 epochs of the 20-row sample
+    assert recipe.reward.functions[0].fn == "rlrun:verl_default"  # GSM8K's scorer, by data_source
     assert "--num-processes 4" in result.output
