@@ -350,3 +350,15 @@ def test_bf16_is_mixed_precision_over_float32_weights_as_in_trl():
     weights_in_bf16 = recipe_of({"max_steps": 10, "dtype": "bfloat16"})  # autocast over them: a no-op
     assert weights_in_bf16["model"]["dtype"] == "bfloat16"
     assert weights_in_bf16.get("trainer", {}).get("autocast") is None
+
+
+def test_a_recipe_that_does_not_validate_leaves_no_file(config):
+    """TRL's built-in rewards import `trl.rewards` (TRL installed); an import path that does not
+    resolve stops the command the same way: exit 2, the recipe printed with the error, no file."""
+    (config.parent / "grpo.yaml").write_text(
+        textwrap.dedent(CONFIG).replace("trl_rewards.accuracy", "nowhere.accuracy")
+    )
+    result = CliRunner().invoke(app, ["convert", "trl", "grpo.yaml", "-o", "out/r.yaml"])
+    assert result.exit_code == 2 and "cannot import module 'nowhere'" in " ".join(result.output.split())
+    assert "the recipe above (not written to out/r.yaml)" in result.output
+    assert not (config.parent / "out").exists()

@@ -535,9 +535,12 @@ def test_cli_writes_once_and_validates(data_dir):
 def test_cli_reports_a_recipe_that_does_not_validate(data_dir):
     # verl would refuse this too: 64 prompts a step cannot make mini-batches of 256 prompts
     verl = ["data.train_batch_size=64", "data.train_files=train.parquet", "data.val_files=test.parquet"]
-    result = runner.invoke(app, ["convert", "verl", *verl, "-o", "bad.yaml"])
-    assert result.exit_code == 2
-    assert "actor.mini_batch_samples" in result.output and (data_dir / "bad.yaml").is_file()
+    for output in ("bad.yaml", "out/bad.yaml"):  # checked beside where it would go, or elsewhere
+        result = runner.invoke(app, ["convert", "verl", *verl, "-o", output])
+        assert result.exit_code == 2
+        assert f"the recipe above (not written to {output})" in result.output
+        assert "actor.mini_batch_samples" in result.output and "prompts_per_step: 64" in result.output
+        assert sorted(p.name for p in data_dir.iterdir()) == ["test.parquet", "train.parquet"]  # nothing left
 
 
 E2E_RUN = r"""
