@@ -92,7 +92,8 @@ def convert_trl(
         typer.Option(
             "--dataset-rows",
             min=1,
-            help="The rows of a hub dataset's train split, which TRL's num_train_epochs needs (a local file is counted).",
+            help="The rows of the dataset's train split, which TRL's num_train_epochs needs (the converter "
+            "does not load the dataset).",
             show_default=False,
         ),
     ] = None,

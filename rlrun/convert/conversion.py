@@ -147,16 +147,17 @@ def build(
     fixed: Mapping[str, Any],
     processes: int,
     refuse_unknown: bool = False,
+    refused: Sequence[str] = (),
 ) -> Conversion:
     """The recipe for `settings` (dotted keys of `stack`, read through `table`; `defaults` are
     the stack's own), with `fixed` rlrun values added, and what became of each key. A key the
     table refuses (or, with `refuse_unknown`, one it does not know) raises ConvertError listing
-    every such key with its value and reason."""
+    every such key with its value and reason, after the `refused` ones the caller found."""
     effective = {**defaults, **settings}
     rlrun_defaults = Recipe().model_dump(mode="json")
     values: dict[str, Any] = {}
     rows: list[Row] = []
-    refusals: list[str] = []
+    refusals: list[str] = list(refused)
     # The user's keys first: where two keys set one rlrun key (verl's two names of the actor's
     # compute dtype, say), theirs wins over the stack's default.
     for key in [*settings, *(k for k in defaults if k not in settings)]:
@@ -192,8 +193,9 @@ def build(
             rlrun_value = (
                 row.convert(value, effective) if row.convert and (row.rlrun or origin == "set") else value
             )
-        except (ValueError, TypeError) as err:  # the message may name the key itself
-            refusals.append(str(err) if str(err).startswith(f"{key}=") else f"{key}={flow(value)}: {err}")
+        except (ValueError, TypeError) as err:  # the message may name the key itself, or another one
+            named = str(err).startswith(f"{key}=") or hasattr(err, "key")
+            refusals.append(str(err) if named else f"{key}={flow(value)}: {err}")
             continue
         if row.rlrun is None:
             if origin == "set":
@@ -235,8 +237,9 @@ def build(
 def refusal(source: str, stack: str, reasons: Sequence[str]) -> ConvertError:
     """The error listing every reason (each once) why rlrun cannot run `source` as `stack` would."""
     listed = "\n".join(f"  - {reason}" for reason in dict.fromkeys(reasons))
+    shown = {"trl": "TRL"}.get(stack, stack)
     return ConvertError(
-        f"{source}: rlrun cannot run this {stack} experiment as it is; nothing was written.\n{listed}"
+        f"{source}: rlrun cannot run this {shown} experiment as it is; nothing was written.\n{listed}"
     )
 
 
