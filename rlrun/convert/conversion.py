@@ -49,10 +49,11 @@ class Conversion:
     recipe: dict[str, Any]
     rows: list[Row] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # things the user must know (processes, paths)
+    describes: str = ""  # the version of the other stack whose defaults and semantics the tables hold
 
     def report(self) -> str:
         """What mapped, what changed unit, what has no equivalent, as text."""
-        lines: list[str] = []
+        lines: list[str] = [f"read as {self.describes} runs it"] if self.describes else []
         sections = [
             ("converted (the value or its unit changes)", "converted"),
             ("mapped", "mapped"),
@@ -81,7 +82,8 @@ class Conversion:
 
     def to_yaml(self) -> str:
         """The recipe, headed by a comment on where it came from and what did not carry over."""
-        header = [f"# Converted by `rlrun convert {self.stack}` from {self.source}."]
+        semantics = f" ({self.describes}'s defaults and semantics)" if self.describes else ""
+        header = [f"# Converted by `rlrun convert {self.stack}`{semantics} from {self.source}."]
         changed = [r for r in self.rows if r.kind in ("converted", "no value", "unknown")]
         changed += [r for r in self.rows if r.kind == "no equivalent" and r.origin == "set"]
         if changed:
@@ -147,12 +149,14 @@ def build(
     fixed: Mapping[str, Any],
     processes: int,
     refuse_unknown: bool = False,
+    describes: str = "",
     refused: Sequence[str] = (),
 ) -> Conversion:
-    """The recipe for `settings` (dotted keys of `stack`, read through `table`; `defaults` are
-    the stack's own), with `fixed` rlrun values added, and what became of each key. A key the
-    table refuses (or, with `refuse_unknown`, one it does not know) raises ConvertError listing
-    every such key with its value and reason, after the `refused` ones the caller found."""
+    """The recipe for `settings` (dotted keys of `stack` as `describes` reads them, through
+    `table`; `defaults` are the stack's own), with `fixed` rlrun values added, and what became of
+    each key. A key the table refuses (or, with `refuse_unknown`, one it does not know) raises
+    ConvertError listing every such key with its value and reason, after the `refused` ones
+    the caller found."""
     effective = {**defaults, **settings}
     rlrun_defaults = Recipe().model_dump(mode="json")
     values: dict[str, Any] = {}
@@ -231,7 +235,7 @@ def build(
         )
     description = f"Converted from {stack} ({Path(source).name})"
     recipe = {"extends": "base", "description": description, **_nest(values)}
-    return Conversion(stack, source, recipe, rows, notes)
+    return Conversion(stack, source, recipe, rows, notes, describes)
 
 
 def refusal(source: str, stack: str, reasons: Sequence[str]) -> ConvertError:

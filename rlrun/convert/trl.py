@@ -21,6 +21,7 @@ from typing import Any
 import yaml
 
 from rlrun.convert.conversion import Conversion, ConvertError, Row, build, refusal
+from rlrun.convert.trl_defaults import TRANSFORMERS_VERSION, TRL_VERSION
 from rlrun.convert.trl_keys import (
     PROCESSES,
     ROWS,
@@ -281,6 +282,7 @@ def _convert(settings: dict[str, Any], source: str, processes: int | None, rows:
         defaults={k: v for k, v in TRL_DEFAULTS.items() if k in TABLE},
         fixed=fixed_values(effective),
         processes=int(settings[PROCESSES]),
+        describes=f"TRL {TRL_VERSION} (transformers {TRANSFORMERS_VERSION})",
         refused=refused,
     )
     conversion.rows = [

@@ -23,6 +23,7 @@ from rlrun.facts.verl_keys import (
     TABLE,
     TRAINER,
     VERL_DEFAULTS,
+    VERL_VERSION,
     columns,
     data_parallel,
     data_sources,
@@ -259,6 +260,7 @@ def convert(run: VerlRun) -> Conversion:
         fixed=fixed,
         processes=processes,
         refuse_unknown=True,
+        describes=f"verl {VERL_VERSION}",
     )
     conversion.notes.append("trainer.eval.prompts: null, the whole validation set, as verl evaluates")
     if run.trainer == DAPO_TRAINER and run.settings.get("algorithm.filter_groups.enable"):

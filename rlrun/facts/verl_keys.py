@@ -5,8 +5,8 @@ Each verl key (dotted, as on a verl command line) maps to one rlrun key, with a 
 the value changes (units: verl's `ppo_mini_batch_size` counts prompts, rlrun's
 `actor.mini_batch_samples` counts samples), or to None when rlrun has no equivalent, with the
 reason. A key ending in `.*` covers a whole verl subtree. `VERL_DEFAULTS` holds verl's own
-defaults (verl 0.4-0.9 `ppo_trainer.yaml`) where they differ from rlrun's, because a verl
-command line relies on them.
+defaults (verl `VERL_VERSION`'s `_generated_ppo_trainer.yaml`) where they differ from rlrun's,
+because a verl command line relies on them.
 
 This module imports nothing from rlrun but `rlrun.facts.key_table`, so `rlrun.recipes.keys` can
 use it.
@@ -20,6 +20,9 @@ from typing import Any
 
 from rlrun.facts.key_table import KeyMap, Settings, find
 
+# The verl whose defaults and semantics these tables hold: scripts/verl_defaults.py checks them
+# against a verl source tree (its _generated_ppo_trainer.yaml).
+VERL_VERSION = "0.9.1"
 TRAINER = "_verl_trainer"  # the trainer module the command runs, passed with verl's defaults
 DAPO_TRAINER = "recipe.dapo.main_dapo"
 
@@ -853,7 +856,12 @@ TABLE: dict[str, KeyMap] = {
         _off_when_negative,
         infrastructure=True,
     ),
-    "trainer.max_actor_ckpt_to_keep": KeyMap("trainer.checkpoint.keep_last", infrastructure=True),
+    "trainer.max_actor_ckpt_to_keep": KeyMap(
+        "trainer.checkpoint.keep_last",
+        "null (keep all) -> 0 (keep all)",
+        lambda v, s: 0 if v is None else integer(s, "trainer.max_actor_ckpt_to_keep", 0),
+        infrastructure=True,
+    ),
     "trainer.critic_warmup": KeyMap(
         "actor.frozen_steps",
         "verl updates the actor once critic_warmup <= its step, counted from 1: c - 1 steps without an "
@@ -931,6 +939,7 @@ VERL_DEFAULTS: dict[str, Any] = {
     "critic.optim.betas": [0.9, 0.999],
     "trainer.test_freq": -1,
     "trainer.save_freq": -1,
+    "trainer.max_actor_ckpt_to_keep": None,
     "trainer.device": "cuda",
     "trainer.n_gpus_per_node": 8,
     "trainer.nnodes": 1,

@@ -411,6 +411,7 @@ def test_where_trls_optimizer_steps_still_differ_the_report_says_so():
     assert any("loss_type dapo: TRL divides each optimizer step's token sum" in n for n in notes)
     one = convert({**BASICS, "max_steps": 10}, "x.yaml")  # one optimizer step per generation
     assert not any("reshuffles" in n or "loss_type dapo" in n for n in one.notes)
+    assert one.report().startswith("read as TRL 1.16.0 (transformers 5.24.0) runs it")
 
 
 def test_every_refused_key_is_listed():

@@ -130,6 +130,7 @@ def test_grpo_script(data_dir):
     )
     assert recipe["critic"]["enabled"] is False
     report = conversion.report()
+    assert report.startswith("read as verl 0.9.1 runs it")  # the version the table describes
     assert "actor_rollout_ref.actor.ppo_mini_batch_size=256 -> actor.mini_batch_samples: 1280" in report
     assert "verl counts prompts, rlrun samples: x rollout.n" in report
     assert "actor_rollout_ref.model.use_remove_padding=true  [memory or speed" in report
