@@ -110,6 +110,25 @@ def test_a_variable_set_from_the_environment_names_the_variable_the_user_can_set
     assert settings_of(script, {"SLURM_JOB_NUM_NODES": "2"})["trainer.nnodes"] == 2
 
 
+def test_an_output_folder_or_logger_only_the_running_shell_knows_is_reported_not_refused():
+    script = """
+    CKPTS_DIR=/ckpts/$(basename $MODEL_PATH)
+    python3 -m verl.trainer.main_ppo data.train_files=x.parquet trainer.total_training_steps=5 \\
+        trainer.default_local_dir=${CKPTS_DIR} trainer.project_name=${WANDB_PROJECT}
+    """
+    conversion = convert(read_script(textwrap.dedent(script), {}))
+    report = conversion.report()
+    assert (
+        "trainer.default_local_dir=${CKPTS_DIR} -> trainer.output_dir  [it waits on the "
+        "command substitution $(basename $MODEL_PATH) (through $CKPTS_DIR), not set here: rlrun's default stays]"
+    ) in report
+    assert (
+        "trainer.project_name=${WANDB_PROJECT} -> logging.wandb.project  [it waits on $WANDB_PROJECT"
+        in report
+    )
+    assert "output_dir" not in conversion.recipe["trainer"] and "logging" not in conversion.recipe
+
+
 @pytest.mark.parametrize(
     ("script", "settings"),
     [
