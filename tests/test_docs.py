@@ -65,7 +65,9 @@ MAPPED = {
     "rlrun export runs/x/checkpoints/step_000300 merged/": (
         "tests/test_cli.py::test_export_never_writes_into_an_existing_folder_without_overwrite"
     ),
-    "rlrun convert verl examples/verl/run_qwen2.5-0.5b_gsm8k_grpo.sh -o grpo_gsm8k.yaml": (
+    "rlrun convert verl examples/verl/run_qwen2.5-0.5b_gsm8k_grpo.sh -o grpo_gsm8k.yaml "
+    "data.train_files=recipes/gsm8k/sample.parquet data.val_files=recipes/gsm8k/sample.parquet "
+    "data.train_batch_size=16 actor_rollout_ref.actor.ppo_mini_batch_size=16": (
         "tests/convert/test_verl.py::test_the_documented_convert_command"
     ),
     "rlrun sweep sweeps/grpo_vs_dapo.yaml --dry-run": (

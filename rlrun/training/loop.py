@@ -26,8 +26,9 @@
             update_actor      PPO epochs over shuffled mini-batches, micro-batch gradient
                               accumulation: policy loss - entropy bonus + KL loss
                               (+ distillation), normalised over the whole mini-batch; clip grad
-                              norm; AdamW
-            lr_schedule       the rate the updates used; advance the schedule
+                              norm; AdamW (none in the first actor.frozen_steps steps)
+            lr_schedule       advance the lr schedule (per training step; per optimizer step it
+                              advances in the update)
             sync_weights      the new weights to the rollout engine
             batch_metrics     what the batch looked like
         stop (nothing of the step saved) if the weights blew up or the logits are no longer finite

@@ -70,6 +70,8 @@ def optimizer_step(
                 "the reward for NaN/inf"
             )
     optimizer.zero_grad(set_to_none=True)
+    if optimizer is ctx.optim.optimizer and ctx.recipe.actor.lr_scheduler.step_unit == "optimizer_step":
+        ctx.optim.scheduler.step()  # transformers' (TRL's) unit: a skipped update counts too
     return norm
 
 

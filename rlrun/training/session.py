@@ -25,6 +25,7 @@ from rlrun.algorithms.registries import ADVANTAGES, DISTILLATION_LOSSES, POLICY_
 from rlrun.data import PromptDataset, PromptSampler, load_prompt_datasets
 from rlrun.errors import ConfigIssue, RecipeError
 from rlrun.evaluation import evaluate_recipe
+from rlrun.recipes.batch_plan import schedule_steps
 from rlrun.records import checkpoint as ckpt
 from rlrun.rewards import RewardCombiner
 from rlrun.rollout import SamplingParams
@@ -177,7 +178,7 @@ class Session:
             unwrap=self.group.accelerator.unwrap_model,
             frozen_forward=lambda model: self._forward(model, compile=False),
         )
-        scheduler = build_scheduler(optimizer, r.actor.lr_scheduler, r.trainer.total_steps)
+        scheduler = build_scheduler(optimizer, r.actor.lr_scheduler, schedule_steps(r))
         return models, Optimization(optimizer, scheduler, critic_optimizer)
 
     def _prepare_trained(

@@ -49,6 +49,14 @@ def test_typos_in_rlrun_sections_still_get_did_you_mean():
     assert unknown_key_hint(("actor", "lr")) == "did you mean `actor.optimizer.lr` or `critic.optimizer.lr`?"
 
 
+def test_a_moved_key_names_where_it_went(write, errors):
+    write("r.yaml", "extends: ppo\ncritic:\n  warmup_steps: 3\n")
+    (issue,) = errors("r.yaml")
+    assert (
+        issue.code == "unknown-key" and "moved to `actor.frozen_steps`" in issue.message and issue.line == 3
+    )
+
+
 def test_the_table_names_only_real_rlrun_keys():
     keys = {dotted(key) for key in all_keys()}
     assert {row.rlrun for row in TABLE.values() if row.rlrun} <= keys

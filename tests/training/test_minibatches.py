@@ -16,6 +16,7 @@ def _session(limit):
     session = SimpleNamespace(
         group=ProcessGroup(Accelerator(cpu=True)),
         counters=Counters(),
+        optim=SimpleNamespace(optimizer=None),  # another model's optimizer: the lr schedule is not its
         warn=warnings.append,
         recipe=SimpleNamespace(trainer=SimpleNamespace(max_skipped_updates=limit)),
     )

@@ -55,6 +55,7 @@ def update_critic(ctx: StepContext, b: Any) -> None:
     "update_actor",
     reads=("experience", "advantages"),
     uses=("old_log_probs", "ref_log_probs", "is_weights", "teacher"),
+    writes=("lr",),
     phase="update_actor",
 )
 def update_actor(ctx: StepContext, b: Any) -> None:
@@ -63,9 +64,10 @@ def update_actor(ctx: StepContext, b: Any) -> None:
     loss (+ distillation against a teacher), normalised over the whole mini-batch; clip the grad
     norm; AdamW. Without old log-probs (`Needs.old_log_probs == "update"`) the update is the
     step's only one and its own detached log-probs are the old policy's (a ratio of exactly 1).
-    Skipped during the critic's warm-up steps."""
+    Skipped in the first `actor.frozen_steps` steps (a critic's warm-up)."""
     r = ctx.recipe
-    if ctx.models.critic is not None and b.step <= r.critic.warmup_steps:
+    b.lr = ctx.optim.scheduler.get_last_lr()[0]  # the rate of this step's first update
+    if b.step <= r.actor.frozen_steps:
         return
     a, d = r.actor, r.distillation
     ppo_kwargs = {
@@ -147,11 +149,12 @@ def update_actor(ctx: StepContext, b: Any) -> None:
     b.metrics |= out.result()
 
 
-@register_stage("lr_schedule", writes=("lr",))
+@register_stage("lr_schedule", when=lambda r, needs: r.actor.lr_scheduler.step_unit == "training_step")
 def lr_schedule(ctx: StepContext, b: Any) -> None:
-    """Record the learning rate this step's updates used, then advance the schedule."""
-    b.lr = ctx.optim.scheduler.get_last_lr()[0]
-    ctx.optim.scheduler.step()
+    """Advance the schedule once per training step that updated the actor (verl's unit; in
+    optimizer steps it advances with each one, `minibatches.optimizer_step`)."""
+    if b.step > ctx.recipe.actor.frozen_steps:
+        ctx.optim.scheduler.step()
 
 
 @register_stage("sync_weights", phase="sync")
