@@ -55,3 +55,17 @@ def resolve_import_path(spec: str) -> Any:
             raise ImportPathError(f"module {module_name!r} has no attribute {attr!r}")
         found = getattr(found, part)
     return found
+
+
+def resolve_named(spec: str, *, what: str, builtins: list[str]) -> Any:
+    """What a recipe entry that is either a built-in or ``pkg.module:name`` names, when it is not
+    a built-in: an ImportPathError names the entry (`what`: "reward", "tool") and says why not."""
+    if not is_import_path(spec):
+        raise ImportPathError(
+            f"{what} {spec!r} is neither a built-in ({', '.join(builtins)}) nor an import path of the form "
+            "'pkg.module:function'"
+        )
+    try:
+        return resolve_import_path(spec)
+    except ImportPathError as err:
+        raise ImportPathError(f"{what} {spec!r}: {err}") from None

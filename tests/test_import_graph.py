@@ -77,7 +77,7 @@ LAYERS: list[set[str]] = [
     {"errors", "registry", "interrupt", "facts", "pathnames", "user_code"},  # leaf facts and tools
     {"tasks", "embedded", "shared_prefix"},  # the shipped task and models, the KV-sharing forward
     {"schema"},  # the recipe's fields
-    {"algorithms", "data", "rewards"},  # pure components and inputs
+    {"algorithms", "data", "rewards", "agents"},  # pure components and inputs, tools and environments
     {"rollout"},
     {"evaluation"},
     {"components"},  # every registry, filled

@@ -46,3 +46,13 @@ def test_what_cannot_be_imported_says_why(modules, spec, message):
 def test_a_module_that_exits_is_an_error_not_an_exit(modules):
     with pytest.raises(UserModuleError, match="SystemExit"):
         import_user_module("uc_exits")
+
+
+def test_a_named_entry_that_is_no_import_path_lists_the_builtins(modules):
+    from rlrun.user_code import resolve_named
+
+    with pytest.raises(ImportPathError, match=r"tool 'calc' is neither a built-in \(rlrun:a, rlrun:b\) nor an"):
+        resolve_named("calc", what="tool", builtins=["rlrun:a", "rlrun:b"])
+    with pytest.raises(ImportPathError, match="tool 'uc_good:nothing': module 'uc_good' has no attribute"):
+        resolve_named("uc_good:nothing", what="tool", builtins=[])
+    assert resolve_named("uc_good:VALUE", what="tool", builtins=[]) == 3

@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 from rlrun.registry import UnknownComponentError
 from rlrun.rewards.reward_registry import REWARDS
-from rlrun.user_code import ImportPathError, is_import_path, resolve_import_path
+from rlrun.user_code import ImportPathError, resolve_named
 
 
 class RewardSpecError(ValueError):
@@ -20,15 +20,10 @@ def resolve_reward_fn(spec: str) -> Callable[..., object]:
             return REWARDS.get(spec)
         except UnknownComponentError as err:
             raise RewardSpecError(str(err)) from None
-    if not is_import_path(spec):
-        raise RewardSpecError(
-            f"reward {spec!r} is neither a built-in ({', '.join(REWARDS.names())}) "
-            "nor an import path of the form 'pkg.module:function'"
-        )
     try:
-        fn = resolve_import_path(spec)
+        fn = resolve_named(spec, what="reward", builtins=REWARDS.names())
     except ImportPathError as err:
-        raise RewardSpecError(f"reward {spec!r}: {err}") from None
+        raise RewardSpecError(str(err)) from None
     if not callable(fn):
         raise RewardSpecError(
             f"reward {spec!r}: {spec.partition(':')[2]!r} is a {type(fn).__name__}, not a function"
