@@ -123,6 +123,18 @@ class PlainFormat(Format):
         return self.encode(text)
 
 
+PLAIN_PROBE = "<call>f('a', 1)</call><result>error: x</result>"
+
+
+def plain_format_problem(tokenizer: Any) -> str | None:
+    """Why this tokenizer cannot write the plain format's calls and results (None when it can):
+    they must read back as written (rlrun:tiny-base's vocabulary has no `<`, `>` or quotes)."""
+    back = tokenizer.decode(tokenizer.encode(PLAIN_PROBE, add_special_tokens=False), skip_special_tokens=True)
+    if back == PLAIN_PROBE:
+        return None
+    return f"the tokenizer cannot write the plain format's calls: {PLAIN_PROBE!r} reads back as {back!r}"
+
+
 def plain_result(result: ToolResult) -> str:
     return f"error: {result.error}" if result.error is not None else result.text
 

@@ -4,7 +4,8 @@ Errors: an enabled agent with nothing to call or step; settings that would do no
 chosen format; tools and environments that do not import or cannot be described to the model
 (type hints, Google-style docstrings, `reset`), named twice; with `--no-import` only that their
 modules can be found. On this machine (not `--portable`): `rlrun:python` needs the sandbox to
-hold, and the chat_template format a template with tool support. Notices: agent settings while
+hold, the chat_template format a template with tool support, and the plain format a tokenizer
+that can write its calls (the recipe's tokenizer is loaded, not the model, when it is here). Notices: agent settings while
 the agent is off, a turn longer than a whole episode.
 """
 
@@ -31,9 +32,17 @@ def check_agent(
     if not agent.enabled:
         return [], list(_settings_while_off(provenance))
     errors = list(_shape(recipe, provenance))
-    errors += list(_imports(recipe, provenance) if execute else _findable(recipe, provenance))
+    # whether the model writes calls: tools, or an environment whose methods are tools
+    calls = bool(agent.tools) or (
+        bool(agent.environment or agent.environments) and agent.environment_kind != "step"
+    )
+    if execute:
+        import_errors, calls = _imports(recipe, provenance, calls)
+        errors += import_errors
+    else:
+        errors += list(_findable(recipe, provenance))
     if environment:
-        errors += list(_this_machine(recipe, provenance))
+        errors += list(_this_machine(recipe, provenance, calls=calls))
     notices = []
     if agent.max_turn_tokens > recipe.rollout.max_response_tokens:
         notices.append(
@@ -125,14 +134,19 @@ def _shape(recipe: Recipe, provenance: Provenance) -> Iterator[ConfigIssue]:
         )
 
 
-def _imports(recipe: Recipe, provenance: Provenance) -> Iterator[ConfigIssue]:
+def _imports(recipe: Recipe, provenance: Provenance, calls: bool) -> tuple[list[ConfigIssue], bool]:
+    """The tools and environments imported and described; and whether the model writes calls,
+    known now that each environment's kind is (`calls` stays the estimate where one failed)."""
     from rlrun.agents.spec import AgentSpecError, load_parts  # imports transformers: agent recipes only
 
     try:
-        load_parts(recipe.agent)
+        tools, environments = load_parts(recipe.agent)
     except AgentSpecError as err:
-        for problem in err.problems:
-            yield _issue(provenance, ("agent", *problem.key), problem.message, "agent-import", problem.fix)
+        issues = [
+            _issue(provenance, ("agent", *p.key), p.message, "agent-import", p.fix) for p in err.problems
+        ]
+        return issues, calls
+    return [], bool(tools) or any(e.kind == "tools" for e in environments.values())
 
 
 def _findable(recipe: Recipe, provenance: Provenance) -> Iterator[ConfigIssue]:
@@ -156,7 +170,7 @@ def _findable(recipe: Recipe, provenance: Provenance) -> Iterator[ConfigIssue]:
             )
 
 
-def _this_machine(recipe: Recipe, provenance: Provenance) -> Iterator[ConfigIssue]:
+def _this_machine(recipe: Recipe, provenance: Provenance, *, calls: bool) -> Iterator[ConfigIssue]:
     agent = recipe.agent
     if "rlrun:python" in agent.tools:
         from rlrun.agents.sandbox import sandbox_problem
@@ -169,43 +183,51 @@ def _this_machine(recipe: Recipe, provenance: Provenance) -> Iterator[ConfigIssu
                 "agent-sandbox",
                 f"run where the sandbox holds (docs/agents.md), or remove rlrun:python; {PORTABLE_HINT}",
             )
-    if agent.format == "chat_template" and (
-        agent.chat_template is None or Path(agent.chat_template).is_file()
-    ):
-        problem = _template_problem(recipe)
-        if problem is not None:
-            where = ("agent", "chat_template") if agent.chat_template else ("agent", "format")
+    if agent.chat_template is not None and not Path(agent.chat_template).is_file():
+        return  # reported by _shape
+    tokenizer = _local_tokenizer(recipe)
+    if tokenizer is None:
+        return  # not on this machine yet: the runner's format checks it when it loads
+    from rlrun.agents.formats import plain_format_problem, tool_template_problem
+
+    if agent.format == "chat_template":
+        template = Path(agent.chat_template).read_text(encoding="utf-8") if agent.chat_template else None
+        if (problem := tool_template_problem(tokenizer, template)) is not None:
             yield _issue(
                 provenance,
-                where,
+                ("agent", "chat_template") if agent.chat_template else ("agent", "format"),
                 problem,
                 "agent-chat-template",
                 "name a Jinja chat template with tool support in `agent.chat_template` (docs/agents.md), or use "
                 f"`agent.format: plain`; {PORTABLE_HINT}",
             )
+    elif calls and (problem := plain_format_problem(tokenizer)) is not None:
+        yield _issue(
+            provenance,
+            provenance.user_set(("agent", "format"), ("model", "path")),
+            f"{problem}: this model could never call a tool",
+            "agent-plain-format",
+            "use a model whose tokenizer writes `<`, `>` and quotes, or `agent.format: chat_template` with "
+            f"a template of its own tokens; {PORTABLE_HINT}",
+        )
 
 
-def _template_problem(recipe: Recipe) -> str | None:
-    """The chat template's tool support, checked on the recipe's tokenizer when it is on this
-    machine (a hub id not downloaded yet is checked when it loads)."""
+def _local_tokenizer(recipe: Recipe) -> Any:
+    """The recipe's tokenizer when it is on this machine, loaded without the model (a hub id not
+    downloaded yet: None)."""
     from transformers import AutoTokenizer
 
-    from rlrun.agents.formats import tool_template_problem
     from rlrun.embedded import model_folder_here
 
     name = recipe.model.tokenizer or recipe.model.path
     try:
-        tokenizer = AutoTokenizer.from_pretrained(
+        return AutoTokenizer.from_pretrained(
             model_folder_here(name) or name,
             local_files_only=True,
             trust_remote_code=recipe.model.trust_remote_code,
         )
-    except Exception:  # noqa: BLE001 (not on this machine yet: the runner checks it when it loads)
+    except Exception:  # noqa: BLE001 (not on this machine yet, or not a tokenizer: loading says which)
         return None
-    template = (
-        Path(recipe.agent.chat_template).read_text(encoding="utf-8") if recipe.agent.chat_template else None
-    )
-    return tool_template_problem(tokenizer, template)
 
 
 @dataclass(frozen=True)

@@ -190,3 +190,17 @@ def test_no_template_or_a_failing_one_is_refused():
     assert tool_template_problem(byte_tokenizer(), failing).startswith(
         "the chat template fails on a tool conversation"
     )
+
+
+def test_a_tokenizer_must_write_the_plain_format_back_as_written():
+    from transformers import AutoTokenizer
+
+    from rlrun.agents.formats import plain_format_problem
+    from rlrun.embedded import resolve_model_path
+
+    assert plain_format_problem(byte_tokenizer()) is None
+    tiny = AutoTokenizer.from_pretrained(resolve_model_path("rlrun:tiny-base"))
+    assert plain_format_problem(tiny) == (
+        "the tokenizer cannot write the plain format's calls: \"<call>f('a', 1)</call><result>error: x</result>\" "
+        "reads back as 'callf(a,1)/callresulterror:x/result'"
+    )

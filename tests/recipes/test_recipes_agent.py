@@ -8,6 +8,7 @@ import pytest
 from typer.testing import CliRunner
 
 from rlrun.cli import app
+from rlrun.errors import RecipeError
 from rlrun.recipes import load_recipe
 from rlrun.recipes.agent import episode_plan
 
@@ -29,6 +30,18 @@ def undocumented(x: int) -> int:
 
 
 @pytest.fixture
+def head(tmp_path):
+    """The start of an agent recipe: grpo with a tokenizer that can write `<call>...</call>`
+    (rlrun:tiny-base's cannot, which is refused)."""
+    from tests.agents.byte_tokenizer import byte_tokenizer
+
+    folder = tmp_path / "byte-tokenizer"
+    byte_tokenizer().save_pretrained(folder)
+    (folder / "config.json").write_text('{"model_type": "qwen2"}')
+    return f"extends: grpo\nmodel:\n  tokenizer: {folder}\n"
+
+
+@pytest.fixture
 def tools_module(tmp_path, monkeypatch):
     (tmp_path / "agent_tools_mod.py").write_text(TOOLS_MODULE)
     monkeypatch.syspath_prepend(str(tmp_path))
@@ -38,10 +51,10 @@ def tools_module(tmp_path, monkeypatch):
     sys.modules.pop("agent_tools_mod", None)
 
 
-def test_a_valid_agent_recipe_and_its_episode_plan(write):
+def test_a_valid_agent_recipe_and_its_episode_plan(write, head):
     path = write(
         "agent.yaml",
-        "extends: grpo\nrollout:\n  max_response_tokens: 64\nagent:\n  enabled: true\n"
+        head + "rollout:\n  max_response_tokens: 64\nagent:\n  enabled: true\n"
         f"  tools: [rlrun:calculator]\n  environment: {ENVS}:Counter\n  max_turns: 3\n  max_turn_tokens: 16\n",
     )
     loaded = load_recipe(path)
@@ -53,8 +66,8 @@ def test_a_valid_agent_recipe_and_its_episode_plan(write):
     assert episode_plan(load_recipe("grpo").recipe) is None
 
 
-def test_validate_prints_the_episode_plan_and_its_json(write):
-    path = write("agent.yaml", "extends: grpo\nagent:\n  enabled: true\n  tools: [rlrun:calculator]\n")
+def test_validate_prints_the_episode_plan_and_its_json(write, head):
+    path = write("agent.yaml", head + "agent:\n  enabled: true\n  tools: [rlrun:calculator]\n")
     result = CliRunner().invoke(app, ["validate", str(path), "rollout.max_response_tokens=40"])
     assert result.exit_code == 0, result.output
     assert "Episode plan per step" in result.stdout and "the tokens the model sampled" in result.stdout
@@ -62,11 +75,10 @@ def test_validate_prints_the_episode_plan_and_its_json(write):
     assert report["episode_plan"]["max_turns"] == 4 and report["episode_plan"]["format"] == "plain"
 
 
-def test_every_problem_is_located_at_its_key(write, tools_module, errors):
+def test_every_problem_is_located_at_its_key(write, head, tools_module, errors):
     path = write(
         "bad.yaml",
-        "extends: grpo\n"
-        "agent:\n"
+        head + "agent:\n"
         "  enabled: true\n"
         "  tools:\n"
         "    - rlrun:calc\n"
@@ -77,7 +89,7 @@ def test_every_problem_is_located_at_its_key(write, tools_module, errors):
     )
     issues = {issue.key: issue for issue in errors(path)}
     assert set(issues) == {"agent.tools.0", "agent.tools.1", "agent.tools.3", "agent.environment"}
-    assert (issues["agent.tools.0"].line, issues["agent.tools.1"].line) == (5, 6)
+    assert (issues["agent.tools.0"].line, issues["agent.tools.1"].line) == (7, 8)
     assert issues["agent.tools.0"].message.startswith("unknown built-in tool 'rlrun:calc'")
     assert "cannot be described to the model" in issues["agent.tools.1"].message
     assert issues["agent.tools.3"].message == "agent.tools.2 is named 'echo' too"
@@ -85,12 +97,11 @@ def test_every_problem_is_located_at_its_key(write, tools_module, errors):
     assert all(issue.code == "agent-import" for issue in issues.values())
 
 
-def test_no_import_only_looks_the_modules_up(write):
+def test_no_import_only_looks_the_modules_up(write, head):
     path = write(
-        "bad.yaml",
-        f"extends: grpo\nagent:\n  enabled: true\n  tools: [no_such_module_q:f, {ENVS}:Undocumented]\n",
+        "bad.yaml", head + f"agent:\n  enabled: true\n  tools: [no_such_module_q:f, {ENVS}:Undocumented]\n"
     )
-    with pytest.raises(Exception) as info:
+    with pytest.raises(RecipeError) as info:
         load_recipe(path, import_modules=False)
     (issue,) = info.value.issues
     assert (issue.key, issue.message) == ("agent.tools.0", "the module 'no_such_module_q' was not found")
@@ -136,11 +147,10 @@ def test_a_missing_template_file_is_refused_relative_to_the_recipe(write, tmp_pa
     assert load_recipe(path).recipe.agent.chat_template == str(tmp_path / "exp" / "tools.jinja")
 
 
-def test_a_minimum_response_length_is_refused(write, errors):
+def test_a_minimum_response_length_is_refused(write, head, errors):
     path = write(
         "bad.yaml",
-        "extends: grpo\nrollout:\n  min_response_tokens: 2\nagent:\n  enabled: true\n"
-        "  tools: [rlrun:calculator]\n",
+        head + "rollout:\n  min_response_tokens: 2\nagent:\n  enabled: true\n  tools: [rlrun:calculator]\n",
     )
     assert [i.code for i in errors(path)] == ["agent-min-tokens"]
 
@@ -174,10 +184,21 @@ def test_agent_settings_while_it_is_off_are_a_notice(write):
     assert notice.found == "agent.max_turns, agent.tools"
 
 
-def test_a_turn_longer_than_an_episode_is_a_notice(write):
+def test_a_turn_longer_than_an_episode_is_a_notice(write, head):
     path = write(
         "long.yaml",
-        "extends: grpo\nagent:\n  enabled: true\n  tools: [rlrun:calculator]\n  max_turn_tokens: 50\n",
+        head + "agent:\n  enabled: true\n  tools: [rlrun:calculator]\n  max_turn_tokens: 50\n",
     )
     (notice,) = load_recipe(path, ("rollout.max_response_tokens=20",)).notices
     assert notice.code == "agent-turn-longer-than-episode" and notice.key == "rollout.max_response_tokens"
+
+
+def test_a_tokenizer_that_cannot_write_the_plain_format_is_refused(write, errors):
+    """rlrun:tiny-base reads `<call>` back as `call`: its model could never call a tool. A step
+    environment needs no calls, and with --portable the tokenizer is not looked at."""
+    path = write("tiny.yaml", "extends: grpo\nagent:\n  enabled: true\n  tools: [rlrun:calculator]\n")
+    (issue,) = errors(path)
+    assert (issue.key, issue.code) == ("agent.format", "agent-plain-format")
+    assert "reads back as 'callf(a,1)/callresulterror:x/result'" in issue.message
+    load_recipe(path, environment=False)
+    load_recipe(write("step.yaml", f"extends: grpo\nagent:\n  enabled: true\n  environment: {ENVS}:Guess\n"))
