@@ -51,7 +51,9 @@ def test_a_module_that_exits_is_an_error_not_an_exit(modules):
 def test_a_named_entry_that_is_no_import_path_lists_the_builtins(modules):
     from rlrun.user_code import resolve_named
 
-    with pytest.raises(ImportPathError, match=r"tool 'calc' is neither a built-in \(rlrun:a, rlrun:b\) nor an"):
+    with pytest.raises(
+        ImportPathError, match=r"tool 'calc' is neither a built-in \(rlrun:a, rlrun:b\) nor an"
+    ):
         resolve_named("calc", what="tool", builtins=["rlrun:a", "rlrun:b"])
     with pytest.raises(ImportPathError, match="tool 'uc_good:nothing': module 'uc_good' has no attribute"):
         resolve_named("uc_good:nothing", what="tool", builtins=[])

@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from rlrun.errors import ConfigIssue, show_value
+from rlrun.errors import ConfigIssue, RecipeError, show_value
 from rlrun.recipes.keys import KeyPath
 from rlrun.recipes.names import module_findable
 from rlrun.recipes.provenance import Provenance
@@ -228,6 +228,23 @@ def _local_tokenizer(recipe: Recipe) -> Any:
         )
     except Exception:  # noqa: BLE001 (not on this machine yet, or not a tokenizer: loading says which)
         return None
+
+
+def refuse_episodes_until_trained(recipe: Recipe, provenance: Provenance) -> None:
+    """`rlrun train`, `resume` and `eval` do not run episodes yet (the training step takes them up
+    next, issue #34): an enabled agent is refused there rather than trained as single turns."""
+    if recipe.agent.enabled:
+        raise RecipeError(
+            [
+                provenance.issue(
+                    ("agent", "enabled"),
+                    "this rlrun trains and evaluates single responses; multi-turn episodes are checked by "
+                    "`rlrun validate` but not yet run by `rlrun train`, `resume` or `eval`",
+                    code="agent-not-trained-yet",
+                    fix="set `agent.enabled: false` to train single responses",
+                )
+            ]
+        )
 
 
 @dataclass(frozen=True)

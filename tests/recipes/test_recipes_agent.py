@@ -202,3 +202,13 @@ def test_a_tokenizer_that_cannot_write_the_plain_format_is_refused(write, errors
     assert "reads back as 'callf(a,1)/callresulterror:x/result'" in issue.message
     load_recipe(path, environment=False)
     load_recipe(write("step.yaml", f"extends: grpo\nagent:\n  enabled: true\n  environment: {ENVS}:Guess\n"))
+
+
+def test_train_resume_and_eval_refuse_episodes_until_the_training_step_runs_them(write, tmp_path):
+    path = write("guess.yaml", f"extends: grpo\nagent:\n  enabled: true\n  environment: {ENVS}:Guess\n")
+    for args in (["train", str(path)], ["eval", "rlrun:tiny-base", "--recipe", str(path)]):
+        result = CliRunner().invoke(app, args)
+        assert result.exit_code == 2, result.output
+        text = " ".join(result.output.replace("│", " ").split())
+        assert "not yet run by `rlrun train`, `resume` or `eval`" in text
+    assert not (tmp_path / "runs").exists()
