@@ -9,6 +9,7 @@ from tokenizers import Tokenizer, decoders, models, pre_tokenizers
 from transformers import PreTrainedTokenizerFast
 
 FIXTURES = Path(__file__).parent / "fixtures"
+TOOLS_TEMPLATE = Path(__file__).parents[2] / "examples" / "agents" / "chatml_tools.jinja"  # ChatML with tools
 SPECIALS = ["<pad>", "<bos>", "<eos>", "<|im_start|>", "<|im_end|>"]
 
 

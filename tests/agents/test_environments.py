@@ -87,3 +87,20 @@ def test_derived_seeds_are_fixed_distinct_and_63_bit():
     seeds = {derive_seed(seed, step, row) for seed in range(3) for step in range(3) for row in range(3)}
     assert len(seeds) == 27 and all(0 <= s < 2**63 for s in seeds)
     assert derive_seed(1, 2) != derive_seed(2, 1) != derive_seed(12)
+
+
+def test_the_documented_examples_are_read_as_docs_agents_md_says():
+    abacus = load_environment("examples.agents.envs:Abacus")
+    assert (abacus.kind, abacus.tool_names, abacus.has_reward) == (
+        "tools",
+        ("add", "multiply", "submit"),
+        True,
+    )
+    retry = load_environment("examples.agents.envs:Retry")
+    assert (retry.kind, retry.tool_names, retry.has_reward) == ("step", (), False)
+    from examples.agents.envs import Retry
+
+    env = Retry()
+    assert env.reset(prompt="23+58=", answer="81") == "Answer with a number."
+    assert env.step("It is 80") == ("Not quite. Try again.", 0.0, False)
+    assert env.step("23 + 58 = 81") == (None, 1.0, True)

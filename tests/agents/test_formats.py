@@ -12,7 +12,7 @@ from rlrun.agents.formats import (
     tool_template_problem,
 )
 from rlrun.agents.tools import ToolCall, ToolResult, as_tool
-from tests.agents.byte_tokenizer import FIXTURES, byte_tokenizer
+from tests.agents.byte_tokenizer import FIXTURES, TOOLS_TEMPLATE, byte_tokenizer
 
 
 def add(a: int, b: int = 0) -> int:
@@ -100,7 +100,7 @@ def render(tokenizer, messages, **kwargs) -> list[int]:
 
 
 def chat_format(**kwargs) -> tuple[ChatTemplateFormat, object]:
-    tokenizer = byte_tokenizer(eos="<|im_end|>", chat_template=(FIXTURES / "hermes_tools.jinja").read_text())
+    tokenizer = byte_tokenizer(eos="<|im_end|>", chat_template=TOOLS_TEMPLATE.read_text())
     return ChatTemplateFormat(tokenizer, **kwargs), tokenizer
 
 
@@ -181,7 +181,7 @@ def test_smollm2s_own_template_is_refused_where_transformers_would_silently_drop
     with pytest.raises(FormatError, match="no tool support"):
         ChatTemplateFormat(tokenizer)
     # the recipe's agent.chat_template replaces it
-    ChatTemplateFormat(tokenizer, chat_template=(FIXTURES / "hermes_tools.jinja").read_text())
+    ChatTemplateFormat(tokenizer, chat_template=TOOLS_TEMPLATE.read_text())
 
 
 def test_no_template_or_a_failing_one_is_refused():

@@ -5,7 +5,7 @@ import pytest
 from rlrun.agents.formats import ChatTemplateFormat, FormatError, PlainFormat
 from rlrun.agents.spec import NAME_FIX, AgentSpecError, build_agent, load_parts
 from rlrun.schema.agent import Agent
-from tests.agents.byte_tokenizer import FIXTURES, byte_tokenizer
+from tests.agents.byte_tokenizer import FIXTURES, TOOLS_TEMPLATE, byte_tokenizer
 
 
 def test_a_plain_agent_with_tools_and_a_trl_environment():
@@ -21,7 +21,7 @@ def test_a_plain_agent_with_tools_and_a_trl_environment():
 
 def test_environments_by_column_and_a_template_file(tmp_path):
     template = tmp_path / "tools.jinja"
-    template.write_text((FIXTURES / "hermes_tools.jinja").read_text())
+    template.write_text(TOOLS_TEMPLATE.read_text())
     agent = Agent(
         enabled=True,
         format="chat_template",

@@ -11,6 +11,7 @@ from rlrun.cli import app
 from rlrun.errors import RecipeError
 from rlrun.recipes import load_recipe
 from rlrun.recipes.agent import episode_plan
+from tests.agents.byte_tokenizer import TOOLS_TEMPLATE, byte_tokenizer
 
 FIXTURES = Path(__file__).parents[1] / "agents" / "fixtures"
 ENVS = "tests.agents.envs_fixture"
@@ -33,8 +34,6 @@ def undocumented(x: int) -> int:
 def head(tmp_path):
     """The start of an agent recipe: grpo with a tokenizer that can write `<call>...</call>`
     (rlrun:tiny-base's cannot, which is refused)."""
-    from tests.agents.byte_tokenizer import byte_tokenizer
-
     folder = tmp_path / "byte-tokenizer"
     byte_tokenizer().save_pretrained(folder)
     (folder / "config.json").write_text('{"model_type": "qwen2"}')
@@ -143,7 +142,7 @@ def test_a_missing_template_file_is_refused_relative_to_the_recipe(write, tmp_pa
     )
     (issue,) = [i for i in errors(path) if i.code == "agent-chat-template"]
     assert issue.found == json.dumps(str(tmp_path / "exp" / "tools.jinja"))
-    shutil.copy(FIXTURES / "hermes_tools.jinja", tmp_path / "exp" / "tools.jinja")
+    shutil.copy(TOOLS_TEMPLATE, tmp_path / "exp" / "tools.jinja")
     assert load_recipe(path).recipe.agent.chat_template == str(tmp_path / "exp" / "tools.jinja")
 
 
@@ -158,8 +157,6 @@ def test_a_minimum_response_length_is_refused(write, head, errors):
 def test_a_template_without_tool_support_is_refused_here_unless_one_is_supplied(write, tmp_path, errors):
     """A model folder whose tokenizer has SmolLM2's own template: refused (it renders no tools), unless
     agent.chat_template names one with tool support; with --portable it is not checked here."""
-    from tests.agents.byte_tokenizer import byte_tokenizer
-
     model = tmp_path / "smol"
     byte_tokenizer(
         eos="<|im_end|>", chat_template=(FIXTURES / "smollm2_135m_instruct.jinja").read_text()
@@ -173,7 +170,7 @@ def test_a_template_without_tool_support_is_refused_here_unless_one_is_supplied(
     (issue,) = [i for i in errors(path) if i.code == "agent-chat-template"]
     assert issue.key == "agent.format" and "does not render the tools' descriptions" in issue.message
     load_recipe(path, environment=False)  # --portable: for another machine
-    shutil.copy(FIXTURES / "hermes_tools.jinja", tmp_path / "tools.jinja")
+    shutil.copy(TOOLS_TEMPLATE, tmp_path / "tools.jinja")
     load_recipe(write("smol_fixed.yaml", body + "  chat_template: tools.jinja\n"))
 
 

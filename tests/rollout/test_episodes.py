@@ -26,7 +26,7 @@ from rlrun.rollout.episodes import (
     run_episodes,
 )
 from rlrun.schema.agent import Agent
-from tests.agents.byte_tokenizer import FIXTURES, byte_tokenizer
+from tests.agents.byte_tokenizer import TOOLS_TEMPLATE, byte_tokenizer
 from tests.rollout.test_conversation import engine_and_tokenizer  # noqa: F401 (the tiny model's fixture)
 
 ENVS = "tests.agents.envs_fixture"
@@ -355,7 +355,7 @@ def test_environments_chosen_per_row_by_a_column():
 
 
 def test_the_chat_template_format_appends_what_the_template_renders():
-    tokenizer = byte_tokenizer(eos="<|im_end|>", chat_template=(FIXTURES / "hermes_tools.jinja").read_text())
+    tokenizer = byte_tokenizer(eos="<|im_end|>", chat_template=TOOLS_TEMPLATE.read_text())
     agent = Agent(enabled=True, format="chat_template", tools=["rlrun:calculator"], max_turn_tokens=100)
     messages = [[{"role": "user", "content": "What is 2+3?"}]]
     batch_prompts = EpisodePrompts(ids=[[]], texts=["What is 2+3?"], messages=messages)
