@@ -10,6 +10,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from rlrun.errors import ConfigIssue, RecipeError
+from rlrun.recipes.agent import check_agent
 from rlrun.recipes.builtin import builtin_names, builtin_path
 from rlrun.recipes.inherit import display_path, merge, read_chain
 from rlrun.recipes.names import check_names, import_plugins
@@ -75,7 +76,11 @@ def load_recipe(
     notices: list[ConfigIssue] = []
     if recipe is not None:  # the rules can still look at what the schema accepted
         rule_errors, notices = check_rules(recipe, provenance, environment=environment)
-        issues += [*check_names(recipe, provenance, execute=import_modules), *rule_errors]
+        agent_errors, agent_notices = check_agent(
+            recipe, provenance, execute=import_modules, environment=environment
+        )
+        issues += [*check_names(recipe, provenance, execute=import_modules), *rule_errors, *agent_errors]
+        notices += agent_notices
     if strict:
         issues, notices = issues + notices, []
     if issues:

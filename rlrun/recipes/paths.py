@@ -4,10 +4,10 @@
 to the folder of the file that wrote it: a recipe's own values to the recipe, the values a
 base recipe contributes (through `extends`) to that base recipe, and command-line overrides
 to the working directory. Data files (`data.source`, `data.val_source`, anything but
-`rlrun:arithmetic` and `hf:<name>`) always resolve so. A model (`model.path`, `model.tokenizer`,
-`reference.path`, `critic.model_path`, `distillation.teacher`) resolves so when it starts with
-`./` or `../` or names an existing folder there (so do reward models,
-`reward.functions[i].model`); otherwise it is left as written: a hub id such as
+`rlrun:arithmetic` and `hf:<name>`) and `agent.chat_template` always resolve so. A model
+(`model.path`, `model.tokenizer`, `reference.path`, `critic.model_path`, `distillation.teacher`)
+resolves so when it starts with `./` or `../` or names an existing folder there (so do reward
+models, `reward.functions[i].model`); otherwise it is left as written: a hub id such as
 `Qwen/Qwen2.5-0.5B-Instruct`, or a shipped `rlrun:` model. The resolved recipe
 (`resolved.yaml`) holds the absolute paths, so a run resumes from any directory.
 """
@@ -22,6 +22,7 @@ from typing import Any
 from rlrun.recipes.keys import KeyPath
 
 DATA_PATH_KEYS: tuple[KeyPath, ...] = (("data", "source"), ("data", "val_source"))
+FILE_PATH_KEYS: tuple[KeyPath, ...] = (("agent", "chat_template"),)  # files, resolved as data files are
 MODEL_PATH_KEYS: tuple[KeyPath, ...] = (
     ("model", "path"),
     ("model", "tokenizer"),
@@ -47,7 +48,7 @@ def anchor_paths(
         for index, entry in enumerate(functions if isinstance(functions, list) else [])
         if isinstance(entry, dict)
     ]
-    sections = [(key, data.get(key[0])) for key in (*DATA_PATH_KEYS, *MODEL_PATH_KEYS)]
+    sections = [(key, data.get(key[0])) for key in (*DATA_PATH_KEYS, *FILE_PATH_KEYS, *MODEL_PATH_KEYS)]
     for key, section in [*sections, *reward_models]:
         value = section.get(key[-1]) if isinstance(section, dict) else None
         if only(key) and key in DATA_PATH_KEYS and isinstance(value, list):  # a list of data files
@@ -55,7 +56,7 @@ def anchor_paths(
             continue
         if not only(key) or not isinstance(value, str) or not value:
             continue
-        section[key[-1]] = data_path(value, base) if key in DATA_PATH_KEYS else model_path(value, base)
+        section[key[-1]] = model_path(value, base) if key in MODEL_PATH_KEYS else data_path(value, base)
 
 
 def data_path(value: str, base: Path) -> str:

@@ -131,3 +131,23 @@ def test_the_build_script_reproduces_the_shipped_base_model(tmp_path):
     assert (sampled, greedy) == pytest.approx(
         _accuracies(resolve_model_path("rlrun:tiny-base"), prompts=200), abs=0.08
     )
+
+
+def test_a_models_folder_is_found_here_without_fetching_or_converting(tmp_path, monkeypatch):
+    import hashlib
+    import json
+
+    from rlrun.embedded import model_folder_here
+
+    monkeypatch.setenv("RLRUN_CACHE", str(tmp_path))
+    assert model_folder_here("rlrun:tiny-base") == str(MODELS_DIR / "tiny-base")
+    assert model_folder_here("rlrun:smollm2-135m-instruct") is None  # not converted in this cache
+    converted = tmp_path / "models" / "smollm2-135m-instruct"
+    converted.mkdir(parents=True)
+    (converted / "config.json").write_text("{}")
+    entry = {"size": 2, "sha256": hashlib.sha256(b"{}").hexdigest()}
+    (converted / "rlrun-manifest.json").write_text(json.dumps({"files": {"config.json": entry}}))
+    assert model_folder_here("rlrun:smollm2-135m-instruct") == str(converted)
+    assert model_folder_here("rlrun:tiny-huge") is None
+    assert model_folder_here(str(tmp_path)) == str(tmp_path)
+    assert model_folder_here("Qwen/Qwen2.5-0.5B") is None
