@@ -26,6 +26,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
+from rlrun.records.record import metrics_line
 from rlrun.records.rundir import truncate_jsonl
 
 Say = Callable[[str], None]
@@ -76,7 +77,7 @@ class JsonlSink:
         self._file = open(path, "a")  # noqa: SIM115  (held open for the run, closed in close())
 
     def log(self, step: int, metrics: dict[str, float]) -> None:
-        self._file.write(json.dumps({"step": step, **metrics}) + "\n")
+        self._file.write(metrics_line(step, metrics))
         self._file.flush()
 
     def log_samples(self, step: int, rows: list[dict[str, Any]]) -> None:

@@ -23,14 +23,14 @@ from pathlib import Path
 from typing import Any
 
 import torch
-import yaml
 from accelerate import PartialState
 
 from rlrun import interrupt
 from rlrun.errors import ConfigIssue, RecipeError
 from rlrun.pathnames import folder_problem
-from rlrun.recipes import LoadedRecipe, algorithm_summary
+from rlrun.recipes import LoadedRecipe, algorithm_summary, load_recipe
 from rlrun.records import checkpoint as ckpt
+from rlrun.records.record import Resume, RunMeta, Setup
 from rlrun.records.rundir import (
     META,
     RESOLVED,
@@ -42,6 +42,7 @@ from rlrun.records.rundir import (
     now_iso,
     package_versions,
     run_setup,
+    updated,
     wall_time_at,
 )
 from rlrun.records.sinks import ConsoleSink, JsonlSink, MetricsLogger, SamplesSink, Say, Sink, WandbSink
@@ -146,8 +147,8 @@ def finished_note(run_dir: Path, loaded: LoadedRecipe) -> str | None:
         return None
     meta = RunDir(run_dir).read_meta()
     total = loaded.recipe.trainer.total_steps
-    final = meta.get("final_step", meta.get("total_steps"))
-    if meta.get("status") != "finished" or not isinstance(final, int) or total > final:
+    final = meta.final_step if meta.final_step is not None else meta.total_steps
+    if meta.status != "finished" or final is None or total > final:
         return None
     return (
         f"Nothing to resume: {run_dir} finished all its {final} steps, and its records stay as they are. "
@@ -163,7 +164,9 @@ def check_resume(run_dir: Path, loaded: LoadedRecipe) -> None:
         raise RunFinished(note)
     resolved = run_dir / RESOLVED
     if resolved.is_file():
-        issues = locked_changes(yaml.safe_load(resolved.read_text()), loaded.data)
+        # The run's recipe as this rlrun resolves it: a key the rlrun that started the run did
+        # not have yet reads as its default (the behaviour before the key) on both sides.
+        issues = locked_changes(load_recipe(resolved, []).data, loaded.data)
         if issues:
             raise RecipeError(issues)
 
@@ -201,39 +204,18 @@ class Run:
             self.start_wall = wall_time_at(self.dir.metrics_file, session.step)
         self.sinks: list[Sink] = []
         if self.main:
-            meta = self.dir.read_meta() if options.resume else self._new_meta(loaded, overrides)
             if not options.resume:
                 self.dir.write_recipe(loaded.source_path.read_text(), loaded.data, overrides)
             # On resume the logs are cut back to the checkpoint (all of them when there was none).
             resume_step = (session.step if resumed is not None else -1) if options.resume else None
             self.sinks = self._sinks(loaded, wandb_id, resume_step=resume_step)
-            meta.update(
-                status="running",
-                end_time=None,
-                wandb_run_id=self._wandb_id() or meta.get("wandb_run_id"),
-                # Who is training and when it last finished a step: `compare` tells a live run
-                # from one that died without a word (kill -9, power loss, a full disk).
-                pid=os.getpid(),
-                hostname=socket.gethostname(),
-                heartbeat=now_iso(),
-            )
-            if options.resume:
-                meta["total_steps"] = loaded.recipe.trainer.total_steps  # a resume may extend the run
-                meta.setdefault("resumes", []).append(
-                    {
-                        "time": now_iso(),
-                        "from_step": session.step,
-                        "overrides": overrides,
-                        "setup": self._setup(),
-                    }
-                )
-            self.dir.write_meta(meta)
+            self.dir.write_meta(self._started_record(loaded, overrides, resume=options.resume))
         self.logger = MetricsLogger(self.sinks, start_wall=self.start_wall)
         # The latest steps' metrics: a stall shows as a window of STALL_STEPS stalled steps.
         self.recent: deque[dict[str, float]] = deque(maxlen=STALL_STEPS)
         self.stalls_reported: set[str] = set()
 
-    def _setup(self) -> dict[str, Any]:
+    def _setup(self) -> Setup:
         engine = getattr(self.session.engine, "description", self.recipe.rollout.engine)
         return run_setup(
             self.session.accelerator,
@@ -243,26 +225,42 @@ class Run:
             engine=engine,
         )
 
-    def _new_meta(self, loaded: LoadedRecipe, overrides: list[str]) -> dict[str, Any]:
-        sha, dirty = git_state()
-        r = loaded.recipe
-        return {
-            "name": self.dir.path.name,
-            "status": "running",
-            "git_sha": sha,
-            "git_dirty": dirty,
-            "versions": package_versions(),
-            "seed": r.trainer.seed,
-            "start_time": now_iso(),
-            "end_time": None,
-            "total_steps": r.trainer.total_steps,
-            "algorithm": algorithm_summary(r),
-            "model": r.model.path,
-            "setup": self._setup(),  # of the start; each resume records its own
-            "recipe": str(loaded.source_path),
-            "overrides": overrides,
-            "wandb_run_id": None,
-        }
+    def _started_record(self, loaded: LoadedRecipe, overrides: list[str], *, resume: bool) -> RunMeta:
+        """meta.json as this start leaves it: a new record, or the run's own with this resume added."""
+        # Who is training and when it last finished a step: `compare` tells a live run from
+        # one that died without a word (kill -9, power loss, a full disk).
+        now = now_iso()
+        alive = {"status": "running", "end_time": None, "pid": os.getpid(), "hostname": socket.gethostname()}
+        if not resume:
+            sha, dirty = git_state()
+            r = loaded.recipe
+            return RunMeta(
+                name=self.dir.path.name,
+                git_sha=sha,
+                git_dirty=dirty,
+                versions=package_versions(),
+                seed=r.trainer.seed,
+                start_time=now,
+                total_steps=r.trainer.total_steps,
+                algorithm=algorithm_summary(r),
+                model=r.model.path,
+                setup=self._setup(),  # of the start; each resume records its own
+                recipe=str(loaded.source_path),
+                overrides=overrides,
+                wandb_run_id=self._wandb_id(),
+                heartbeat=now,
+                **alive,
+            )
+        meta = self.dir.read_meta()
+        resumed = Resume(time=now, from_step=self.session.step, overrides=overrides, setup=self._setup())
+        return updated(
+            meta,
+            total_steps=loaded.recipe.trainer.total_steps,  # a resume may extend the run
+            wandb_run_id=self._wandb_id() or meta.wandb_run_id,
+            heartbeat=now,
+            resumes=[*meta.resumes, resumed],
+            **alive,
+        )
 
     def _sinks(self, loaded: LoadedRecipe, wandb_id: str | None, resume_step: int | None) -> list[Sink]:
         log = self.recipe.logging

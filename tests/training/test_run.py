@@ -20,6 +20,7 @@ import torch
 
 import rlrun.training.run as run_module
 from rlrun.recipes import load_recipe
+from rlrun.records.record import RunMeta
 from rlrun.training.run import Run, RunOptions, cpu_threads_for, slow_step_note, start_run
 
 REPO = str(Path(__file__).resolve().parents[2])
@@ -61,6 +62,27 @@ def test_the_default_run_name_is_chosen_once(tmp_path, monkeypatch):
     made = [p for p in tmp_path.iterdir()]
     assert made == [run.dir.path] and run.dir.path.name.startswith("dapo-20261130-0949")
     assert (run.dir.path / "recipe.yaml").is_file()
+
+
+def test_a_run_records_every_field_and_each_resume_adds_its_own(tmp_path):
+    overrides = [f"trainer.output_dir={tmp_path}", "logging.console.enabled=false"]
+    loaded = load_recipe("dapo", overrides)
+    run = start_run(loaded, RunOptions(name="r"), print, overrides, make_session=_fake_session)
+    run.close("interrupted")
+    written = json.loads((run.dir.path / "meta.json").read_text())
+    assert list(written) == ["record_version", *RunMeta.model_fields] and written["record_version"] == 2
+    unknown = {"git_sha", "git_dirty", "wandb_run_id"}  # no git checkout, no W&B: null says so
+    assert [key for key, value in written.items() if value is None and key not in unknown] == []
+    assert (written["status"], written["final_step"], written["resumes"]) == ("interrupted", 0, [])
+    assert written["setup"]["rollout_engine"] == "hf" and written["overrides"] == overrides
+
+    again = start_run(
+        loaded, RunOptions(name="r", resume=True, restart=True), print, ["x=1"], make_session=_fake_session
+    )
+    meta = again.dir.read_meta()
+    again.close("finished")
+    assert (meta.status, meta.end_time, meta.start_time) == ("running", None, written["start_time"])
+    assert [(r.from_step, r.overrides, r.setup.processes) for r in meta.resumes] == [(0, ["x=1"], 1)]
 
 
 def test_a_small_model_on_cpu_uses_one_thread_unless_the_user_chose():
