@@ -10,8 +10,8 @@ While a run trains (`StopRequests.listening`), the first signal asks it to stop 
 step, and every process agrees on that step (`StopRequests.agree`); a second signal stops at once.
 
 Once a run has recorded how it ended, the process only has to exit: a late signal is ignored, so
-it cannot turn that outcome into a traceback or another exit status. Imports nothing at module
-level: `rlrun.__main__` installs it first.
+it cannot turn that outcome into a traceback or another exit status. Imports only the standard
+library (torch inside `agree`, by when a run has loaded it): `rlrun.__main__` installs it first.
 """
 
 from __future__ import annotations

@@ -112,6 +112,15 @@ def test_a_wandb_run_maps_onto_the_run_directory_format():
     assert run.recipe["model"]["path"] == "rlrun:tiny-base" and "_wandb" not in run.recipe
 
 
+@pytest.mark.parametrize(("state", "status"), [("pending", "running"), ("killed", "interrupted")])
+def test_a_wandb_run_state_reads_as_a_status_and_an_unknown_one_is_refused(state, status):
+    wb_run = SimpleNamespace(name="r", id="i", state=state, config={}, scan_history=lambda: iter([]))
+    assert load_wandb_run("me/p/i", api=SimpleNamespace(run=lambda path: wb_run)).status == status
+    wb_run.state = "hibernating"
+    with pytest.raises(RunReadError, match="in a state rlrun does not know: 'hibernating'"):
+        load_wandb_run("me/p/i", api=SimpleNamespace(run=lambda path: wb_run))
+
+
 def test_a_running_run_whose_process_is_gone_reads_as_crashed_and_a_silent_one_as_stale(run_meta):
     from rlrun.compare.runs import STALE_AFTER_S, live_status
 
