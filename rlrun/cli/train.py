@@ -182,7 +182,7 @@ def _resume(
     from rlrun.training.run import RunOptions, finished_note
 
     with user_errors():
-        loaded = load_recipe(run_dir / RESOLVED, overrides)
+        loaded = load_recipe(run_dir / RESOLVED, overrides, run_record=True)
         refuse_episodes_until_trained(loaded.recipe, loaded.provenance)
         done = finished_note(run_dir, loaded)
     if done:  # before any process starts

@@ -18,8 +18,6 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
-
 from rlrun.compare.diff import flatten
 from rlrun.compare.runs import load_run
 from rlrun.errors import ConfigIssue, RecipeError
@@ -260,7 +258,10 @@ def _locate(
             fix="move it away, or give the sweep another `name:`",
         )
     resolved = path / RESOLVED
-    recorded = flatten((yaml.safe_load(resolved.read_text()) if resolved.is_file() else None) or {})
+    # As this rlrun resolves it: a key added since reads as its default, a moved one where it went.
+    recorded = flatten(
+        load_recipe(resolved, [], environment=False, run_record=True).data if resolved.is_file() else {}
+    )
     planned = flatten(loaded.data)
     changed = [key for key in sorted(set(recorded) | set(planned)) if recorded.get(key) != planned.get(key)]
     if changed:
