@@ -139,6 +139,22 @@ def lora_reference_is_the_base(recipe: Recipe, provenance: Provenance) -> Iterat
 
 
 @error_rule
+def lora_not_sharded(recipe: Recipe, provenance: Provenance) -> Iterator[ConfigIssue]:
+    """FSDP2 shards over several processes (one is refused at launch), and rlrun neither loads
+    adapters into sharded weights nor saves them from there: the pair never runs."""
+    if recipe.model.lora and recipe.trainer.strategy == "fsdp2":
+        yield provenance.issue(
+            provenance.user_set(("trainer", "strategy"), ("model", "lora")),
+            "LoRA is not supported under FSDP2: rlrun neither loads adapters into sharded weights "
+            "nor saves them from there",
+            code="strategy-unsupported",
+            expected="ddp with model.lora",
+            found="trainer.strategy: fsdp2",
+            fix="set `trainer.strategy: ddp` (a LoRA policy's optimizer state is small), or remove `model.lora`",
+        )
+
+
+@error_rule
 def direct_distillation_not_k1(recipe: Recipe, provenance: Provenance) -> Iterator[ConfigIssue]:
     distill = recipe.distillation
     needs = registries()["distillation_loss"].needs(distill.loss)

@@ -7,8 +7,27 @@ from typing import Any
 
 from rich.table import Table
 
+from rlrun.errors import ConfigIssue
 from rlrun.recipes.batch_plan import algorithm_summary, batch_plan, engine_summary
 from rlrun.recipes.loader import LoadedRecipe
+
+
+def unchecked_notices(loaded: LoadedRecipe) -> list[ConfigIssue]:
+    """What `validate` cannot check, said as notices (never errors, even with `--strict`): it knows
+    no process count, which a sharding `trainer.strategy` needs to be more than one."""
+    strategy = loaded.recipe.trainer.strategy
+    if strategy == "ddp":  # one process or several: both run
+        return []
+    return [
+        loaded.provenance.issue(
+            ("trainer", "strategy"),
+            f"{strategy} needs several processes, a number `rlrun validate` does not know: `rlrun train` "
+            "checks it, and that trainer.prompts_per_step and actor.mini_batch_samples and "
+            "micro_batch_samples split evenly over the processes, before anything loads",
+            code="checked-at-launch",
+            fix="train with --num-processes N (N > 1, the processes on all machines)",
+        )
+    ]
 
 
 def validation_json(loaded: LoadedRecipe, here: bool = True) -> dict[str, Any]:
@@ -23,7 +42,7 @@ def validation_json(loaded: LoadedRecipe, here: bool = True) -> dict[str, Any]:
         "rollout": engine_summary(recipe, here),
         "batch_plan": batch_plan(recipe).to_dict(),
         "errors": [],
-        "notices": [issue.to_dict() for issue in loaded.notices],
+        "notices": [issue.to_dict() for issue in [*loaded.notices, *unchecked_notices(loaded)]],
     }
 
 

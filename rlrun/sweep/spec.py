@@ -49,7 +49,7 @@ class SweepFile(BaseModel):
 
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True, populate_by_name=True)
 
-    name: str | None = Field(None, pattern=r"^[A-Za-z0-9._+-]+$")  # default: the file's stem
+    name: str | None = None  # default: the file's stem; a folder name (`Sweep.check`)
     description: str = ""
     recipe: str | None = Field(None, min_length=1)  # points without a `recipe` of their own use it
     overrides: dict[str, Any] = {}  # dotted key -> value, set in every run before the point's
