@@ -330,6 +330,18 @@ def test_export_never_writes_into_an_existing_folder_without_overwrite(tmp_path,
     assert (out / "model.safetensors").is_file()
 
 
+def test_export_refuses_a_file_even_with_overwrite(tmp_path, checkpoint):
+    """transformers only warns that the path should be a folder, and writes nothing."""
+    mine = tmp_path / "existing.txt"
+    mine.write_text("mine")
+    for flags in ([], ["--overwrite"]):
+        text = _refused(runner.invoke(app, ["export", str(checkpoint), str(mine), *flags]))
+        assert "cannot be the export's folder: it is a file, not a folder" in text
+        assert "exported" not in text and mine.read_text() == "mine"
+    text = _refused(runner.invoke(app, ["export", str(checkpoint), str(mine / "model"), "--overwrite"]))
+    assert f"{mine} is a file, not a folder" in text
+
+
 def test_export_of_a_damaged_checkpoint_names_the_file_and_exits_2(tmp_path, checkpoint):
     weights = checkpoint / "model.safetensors"
     weights.write_bytes(weights.read_bytes()[:1000])

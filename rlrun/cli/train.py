@@ -250,19 +250,21 @@ def export(
     """Write a checkpoint's policy as a plain Hugging Face model with its tokenizer; a LoRA
     checkpoint's adapters are merged into the base weights. Refuses an OUT that already holds
     files unless `--overwrite`, and a checkpoint whose files differ from their checksums."""
-    from rlrun.pathnames import is_inside
+    from rlrun.pathnames import folder_problem, is_inside
     from rlrun.records.checkpoint import check_checkpoint, export_merged
     from rlrun.records.rundir import CHECKPOINTS
 
     if not checkpoint.is_dir():
         raise fail(f"no checkpoint at {checkpoint}")
+    if (problem := folder_problem(out)) is not None:  # a file in the way: never replaced, --overwrite or not
+        raise fail(f"{out} cannot be the export's folder: {problem}. Export to a folder.")
     pruned = checkpoint.parent if checkpoint.parent.name == CHECKPOINTS else checkpoint
     if is_inside(out, pruned):
         raise fail(
             f"{out} is inside {pruned}, which rlrun prunes: the export would be deleted with old "
             "checkpoints. Export to a folder outside the run's checkpoints."
         )
-    if out.exists() and (not out.is_dir() or any(out.iterdir())) and not overwrite:
+    if out.is_dir() and any(out.iterdir()) and not overwrite:
         raise fail(
             f"{out} already exists and is not empty; rlrun does not overwrite it. "
             "Pick another directory, or pass --overwrite."
