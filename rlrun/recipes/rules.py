@@ -16,6 +16,7 @@ from rlrun.pathnames import folder_problem
 from rlrun.recipes.batch_plan import batch_plan
 from rlrun.recipes.inherit import display_path
 from rlrun.recipes.keys import KeyPath
+from rlrun.recipes.paths import unset_variables
 from rlrun.recipes.provenance import Provenance
 from rlrun.registry import Registry
 from rlrun.schema import Recipe
@@ -297,7 +298,7 @@ def data_files_exist(recipe: Recipe, provenance: Provenance) -> Iterator[ConfigI
     from rlrun.data.sources import ARITHMETIC, FILE_SUFFIXES, is_split_source, missing_reader
 
     for key, index, source in _data_files(recipe):
-        if is_split_source(source):
+        if is_split_source(source) or unset_variables(source):  # the unset variable is the error
             continue
         path = ("data", key) if index is None else ("data", key, index)
         if source.startswith("rlrun:") or not source.endswith(FILE_SUFFIXES):
@@ -651,6 +652,7 @@ def model_folders_usable(recipe: Recipe, provenance: Provenance) -> Iterator[Con
         if (
             not name.startswith("rlrun:")
             and not is_gguf_path(name)
+            and not unset_variables(name)  # the unset variable is the error
             and (problem := _model_folder_problem(name))
         ):
             yield provenance.issue(
