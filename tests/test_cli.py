@@ -415,3 +415,22 @@ def test_a_refused_run_directory_is_named_by_the_handle_that_gave_it(tmp_path):
     )
     assert f"{taken}, `trainer.output_dir`: the run directory already exists" in text
     assert (taken / "notes.txt").read_text() == "mine"
+
+
+def test_thousands_of_errors_show_each_kind_once_and_never_hide_the_last_mistake(tmp_path):
+    """A generated recipe: 3000 entries with one misspelt key, and one other mistake at its end."""
+    lines = [
+        "extends: grpo",
+        "reward:",
+        "  functions:",
+        *["    - {fn: 'rlrun:exact_match', wieght: 1}"] * 3000,
+    ]
+    (tmp_path / "big.yaml").write_text("\n".join([*lines, "trainer:", "  total_stepz: 5"]) + "\n")
+    result = runner.invoke(app, ["validate", str(tmp_path / "big.yaml")])
+    text = _refused(result)
+    assert "3001 errors of 2 kinds" in text
+    assert "line 4, column 33, `reward.functions.0.wieght`: unknown key; did you mean" in text
+    assert "(2999 more like it: " in text and "line 5, column 33, `reward.functions.1.wieght`;" in text
+    assert (
+        "line 3005, column 3, `trainer.total_stepz`: unknown key; did you mean `trainer.total_steps`?" in text
+    )
