@@ -48,6 +48,7 @@ import torch
 from rlrun import interrupt
 from rlrun.errors import ConfigIssue, RecipeError
 from rlrun.facts.launched import launched_machine
+from rlrun.recipes import LoadedRecipe
 from rlrun.recipes.keys import KeyPath
 from rlrun.recipes.yaml_io import Mark, Shape, parse_document, read_text
 from rlrun.schema import Recipe
@@ -480,7 +481,7 @@ def read_accelerate_config(path: Path) -> AccelerateConfig:
 
 
 def launch_topology(
-    recipe: Recipe, flags: dict[str, Any], accelerate_config: Path | None = None
+    loaded: LoadedRecipe, flags: dict[str, Any], accelerate_config: Path | None = None
 ) -> Topology | None:
     """The processes a training command runs in: None when this one process trains alone, else
     the layout to re-launch under `accelerate launch`. `flags`: Topology's fields as the command
@@ -493,6 +494,7 @@ def launch_topology(
     Raises:
         RecipeError: naming the flag, or the file's key and line, of each problem.
     """
+    recipe = loaded.recipe
     config = read_accelerate_config(accelerate_config) if accelerate_config is not None else None
     given = {name: value for name, value in flags.items() if value is not None}
     from_file, issues = config.topology() if config is not None else ({}, [])
@@ -529,7 +531,7 @@ def launch_topology(
     if issues:
         raise RecipeError(issues)
     if config is None and topology.num_processes == 1 and topology.num_machines == 1:
-        _check_one_process_strategy(recipe)
+        _check_one_process_strategy(loaded)
         return None
     check_data_parallel(recipe, topology.num_processes)
     return topology
@@ -570,19 +572,16 @@ def _setup_issues(config: AccelerateConfig, recipe: Recipe, topology: Topology) 
     return []
 
 
-def _check_one_process_strategy(recipe: Recipe) -> None:
+def _check_one_process_strategy(loaded: LoadedRecipe) -> None:
     """A sharding strategy needs processes to shard over: one process would train unsharded."""
-    strategy = recipe.trainer.strategy
+    strategy = loaded.recipe.trainer.strategy
     if strategy != "ddp":
-        raise RecipeError(
-            [
-                ConfigIssue(
-                    f"{strategy} shares the model among several processes, and this command trains one",
-                    key="trainer.strategy",
-                    code="strategy-one-process",
-                    found=f"trainer.strategy: {strategy}",
-                    fix="pass --num-processes N (N > 1, the processes on all machines), or set "
-                    "`trainer.strategy: ddp` to train in one process",
-                )
-            ]
+        issue = loaded.provenance.issue(
+            ("trainer", "strategy"),
+            f"{strategy} shares the model among several processes, and this command trains one",
+            code="strategy-one-process",
+            found=f"trainer.strategy: {strategy}",
+            fix="pass --num-processes N (N > 1, the processes on all machines), or set "
+            "`trainer.strategy: ddp` to train in one process",
         )
+        raise RecipeError([issue])

@@ -123,7 +123,8 @@ def test_relaunch_refuses_to_recurse(monkeypatch):
 def test_relaunch_cleans_up_its_config_files(monkeypatch, tmp_path):
     seen: dict = {}
 
-    def fake_run(command, env):
+    def fake_run(command, env, note=None):
+        seen["note"] = note  # one machine waits for no other
         seen["file"] = Path(_value(command, "--deepspeed_config_file"))
         seen["exists"] = seen["file"].exists()
         seen["env"] = env
@@ -139,6 +140,15 @@ def test_relaunch_cleans_up_its_config_files(monkeypatch, tmp_path):
     assert seen["exists"] and not seen["file"].exists()
     assert seen["env"][launch.RELAUNCH_ENV] == "1"
     assert seen["env"]["ACCELERATE_USE_CPU"] == "true"
+    assert seen["note"] is None
+
+
+def test_a_machine_of_several_says_whom_it_waits_for_and_where():
+    note = launch.waiting_note(launch.Topology(6, 3, 1, "10.0.0.1"))
+    assert note.startswith("rlrun: machine 1 of 3, waiting for machine 0, 2 at 10.0.0.1:29500: ")
+    assert launch.waiting_note(launch.Topology(2, 2, 0, "h", 29600)).startswith(
+        "rlrun: machine 0 of 2, waiting for machine 1 at h:29600"
+    )
 
 
 @pytest.mark.slow
@@ -203,7 +213,7 @@ def test_only_the_first_of_several_machines_lingers_at_the_end(monkeypatch, grou
 def _grpo(*overrides: str):
     from rlrun.recipes import load_recipe
 
-    return load_recipe("grpo", list(overrides)).recipe
+    return load_recipe("grpo", list(overrides))
 
 
 def _flags(**given) -> dict:

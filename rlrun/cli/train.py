@@ -222,7 +222,7 @@ def _relaunch_if_multi_process(
     if is_relaunched():
         return
     with user_errors():
-        topology = launch_topology(loaded.recipe, flags, accelerate_config)
+        topology = launch_topology(loaded, flags, accelerate_config)
     if topology is None:
         return
     try:
