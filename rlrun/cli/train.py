@@ -312,7 +312,10 @@ def _train(loaded: LoadedRecipe, options: RunOptions, overrides: list[str]) -> N
 
 
 def _dry_run(loaded: LoadedRecipe) -> None:
+    from rlrun.recipes.summary import unchecked_notices
     from rlrun.training.dryrun import dry_run, dry_run_table
+
+    print_issues(unchecked_notices(loaded), "notice", "yellow")
 
     with user_errors():  # a model or data file that cannot be loaded is a recipe error here too
         report = dry_run(loaded.recipe)

@@ -13,17 +13,19 @@ from rlrun.recipes.loader import LoadedRecipe
 
 
 def unchecked_notices(loaded: LoadedRecipe) -> list[ConfigIssue]:
-    """What `validate` cannot check, said as notices (never errors, even with `--strict`): it knows
-    no process count, which a sharding `trainer.strategy` needs to be more than one."""
+    """What `validate` (and `train --dry-run`, whose step runs in one process) cannot check, said
+    as notices (never errors, even with `--strict`): they know no process count, which a
+    sharding `trainer.strategy` needs to be more than one."""
     strategy = loaded.recipe.trainer.strategy
     if strategy == "ddp":  # one process or several: both run
         return []
     return [
         loaded.provenance.issue(
             ("trainer", "strategy"),
-            f"{strategy} needs several processes, a number `rlrun validate` does not know: `rlrun train` "
-            "checks it, and that trainer.prompts_per_step and actor.mini_batch_samples and "
-            "micro_batch_samples split evenly over the processes, before anything loads",
+            f"{strategy} needs several processes, a number `rlrun validate` does not know (and `train "
+            "--dry-run` takes its step in one process, unsharded): `rlrun train` checks it, and that "
+            "trainer.prompts_per_step and actor.mini_batch_samples and micro_batch_samples split evenly "
+            "over the processes, before anything loads",
             code="checked-at-launch",
             fix="train with --num-processes N (N > 1, the processes on all machines)",
         )
