@@ -269,7 +269,7 @@ def test_a_sweep_on_slurm_finishes_and_survives_a_rerun_and_scancel(
     log = tmp_path / "runs" / "s" / "slurm" / f"{jobs['default/seed-0']}_0_log"
     err, out = Path(f"{log}.err").read_text(), Path(f"{log}.out").read_text()
     assert "ERROR" not in err and "Traceback" not in err, err[-3000:]
-    assert "stopped on a signal (scancel, or one sent to the job)" in out
+    assert "stopped on a signal (scancel, or one sent to the job)" in out, (out[-2000:], err[-3000:])
 
     rerun = rlrun(*sweep)
     assert rerun.returncode == 0, rerun.stderr
