@@ -16,7 +16,7 @@ from rlrun.recipes.inherit import display_path, merge, read_chain
 from rlrun.recipes.keys import carry_moved_keys
 from rlrun.recipes.names import check_names, import_plugins
 from rlrun.recipes.overrides import apply_overrides
-from rlrun.recipes.paths import anchor_paths
+from rlrun.recipes.paths import anchor_paths, unset_variable_issues
 from rlrun.recipes.provenance import Provenance
 from rlrun.recipes.rules import check_rules
 from rlrun.recipes.schema_issues import schema_issues, without_invalid
@@ -72,6 +72,7 @@ def load_recipe(
         carry_moved_keys(data)
     issues += apply_overrides(data, provenance, overrides)
     anchor_paths(data, Path.cwd(), only=lambda key: provenance.of(key).kind == "override")
+    issues += unset_variable_issues(data, provenance)
     issues += import_plugins(data, provenance, execute=import_modules)
     try:
         recipe = Recipe.model_validate(data)

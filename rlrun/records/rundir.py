@@ -105,10 +105,8 @@ def disk_full_message(run_dir: Path, exc: BaseException) -> str:
     )
 
 
-def _refuse(path: Path, message: str, fix: str) -> RecipeError:
-    return RecipeError(
-        [ConfigIssue(message=message, key="trainer.output_dir", code="run-dir", file=str(path), fix=fix)]
-    )
+def _refuse(path: Path, message: str, fix: str, key: str = "trainer.output_dir") -> RecipeError:
+    return RecipeError([ConfigIssue(message=message, key=key, code="run-dir", file=str(path), fix=fix)])
 
 
 def _refuse_flag(path: Path, flag: str, message: str, fix: str) -> RecipeError:
@@ -147,7 +145,7 @@ def _holds_working_directory(path: Path) -> bool:
 class RunLock:
     """An exclusive, non-blocking `flock` on `<run>/.rlrun-lock` naming the holder (pid, host)."""
 
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, key: str = "trainer.output_dir"):
         self.path = path / LOCK
         self.made_file = not self.path.exists()
         # A file object, not a bare descriptor: if the holder is dropped unreleased, closing it
@@ -162,6 +160,7 @@ class RunLock:
                 path,
                 f"a run is training in this directory right now ({holder})",
                 "wait for it to end or stop it (Ctrl-C), or pick another directory with --name / --run-dir",
+                key,
             ) from None
         self.file.truncate(0)
         self.file.write(f"pid {os.getpid()} on {socket.gethostname()}\n".encode())
@@ -209,10 +208,14 @@ class RunDir:
         return self.path / SAMPLES
 
     @classmethod
-    def open(cls, path: Path, *, resume: bool = False, overwrite: bool = False) -> RunDir:
+    def open(
+        cls, path: Path, *, resume: bool = False, overwrite: bool = False, key: str = "trainer.output_dir"
+    ) -> RunDir:
         """Claim `path` for a run and lock it. Refuses a directory a live run holds, and an
         existing, non-empty directory unless `resume` (it must then hold a run) or `overwrite`
-        (it must be a directory rlrun made for a run, and not hold the working directory)."""
+        (it must be a directory rlrun made for a run, and not hold the working directory).
+        `key`: what named the directory, for the refusals (`trainer.output_dir`, `--run-dir`, or
+        empty for a command's argument)."""
         path = Path(path)
         if overwrite and path.exists() and _holds_working_directory(path):
             raise _refuse_flag(
@@ -223,23 +226,26 @@ class RunDir:
             )
         created = tuple(p for p in (path, *path.parents) if not p.exists())
         path.mkdir(parents=True, exist_ok=True)
-        run = cls(path, lock=RunLock(path), created=created)
+        run = cls(path, lock=RunLock(path, key), created=created)
         try:
-            run._claim(resume=resume, overwrite=overwrite)
+            run._claim(resume=resume, overwrite=overwrite, key=key)
         except BaseException:
             run.release(remove=True)
             run.discard_if_unused()
             raise
         return run
 
-    def _claim(self, *, resume: bool, overwrite: bool) -> None:
+    def _claim(self, *, resume: bool, overwrite: bool, key: str) -> None:
         path = self.path
         entries = [p for p in path.iterdir() if p.name != LOCK]
         is_run = holds_run(path)
         if resume:
             if not is_run:
                 raise _refuse(
-                    path, "there is no run to resume here (no meta.json)", "start a new run without --resume"
+                    path,
+                    "there is no run to resume here (no meta.json)",
+                    "start a new run without --resume",
+                    key,
                 )
             return
         if entries:
@@ -248,6 +254,7 @@ class RunDir:
                     path,
                     "the run directory already exists",
                     "continue it with --resume, replace it with --overwrite, or pick another with --name / --run-dir",
+                    key,
                 )
             foreign = _foreign_entries(path)
             if not (path / MARKER).is_file() or not is_run or foreign:

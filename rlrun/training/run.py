@@ -78,6 +78,7 @@ class RunOptions:
     overwrite: bool = False
     profile: bool = False  # record a few steps with torch.profiler into <run>/profile/
     restart: bool = False  # with resume: train again from step 0 when there is no intact checkpoint
+    run_dir_key: str = "--run-dir"  # what gave run_dir, for refusals: the flag, or "" (an argument)
 
 
 def default_run_dir(loaded: LoadedRecipe, options: RunOptions) -> Path:
@@ -391,7 +392,6 @@ def resume_point(run_dir: RunDir, options: RunOptions, say: Say, *, main: bool) 
             [
                 ConfigIssue(
                     f"there is no checkpoint to resume from in {run_dir.checkpoints}",
-                    key="--restart",
                     code="no-checkpoint",
                     file=str(run_dir.path),
                     fix="train it again from step 0, replacing its metrics.jsonl and samples.jsonl: "
@@ -422,12 +422,13 @@ def start_run(
     # The default name holds the clock's second: fix it once, so the directory claimed here is
     # the one the run writes into after the (slow) model load.
     path = default_run_dir(loaded, options)
+    key = "trainer.output_dir" if options.run_dir is None else options.run_dir_key
     options = replace(options, run_dir=path)
     if options.resume:
         check_resume(path, loaded)
     state = PartialState(cpu=on_cpu(loaded.recipe))
     directory = (
-        RunDir.open(path, resume=options.resume, overwrite=options.overwrite)
+        RunDir.open(path, resume=options.resume, overwrite=options.overwrite, key=key)
         if state.is_main_process
         else None
     )

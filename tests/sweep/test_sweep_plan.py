@@ -93,6 +93,16 @@ def test_a_recipe_beside_the_sweep_file_and_a_missing_one(write_sweep, tmp_path)
     assert "point `recipe=nope`" in issue.message and "does not exist" in issue.message
 
 
+def test_a_recipe_named_with_home_or_a_variable_is_found(write_sweep, tmp_path, monkeypatch):
+    (tmp_path / "lib").mkdir()
+    (tmp_path / "lib" / "mine.yaml").write_text("extends: grpo\nrollout:\n  n: 16\n")
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("RECIPES", str(tmp_path / "lib"))
+    for recipe in ("~/lib/mine.yaml", "${RECIPES}/mine.yaml"):
+        sweep = write_sweep(f"recipe: {recipe}\noverrides: {{trainer.output_dir: {tmp_path}}}\n")
+        assert plan_sweep(read_sweep(sweep)).runs[0].loaded.recipe.rollout.n == 16
+
+
 def test_states_resume_skip_and_estimate(two_by_two):
     first = plan_sweep(read_sweep(two_by_two))
     fake_run(first.runs[0], "finished", 10, seconds_per_step=2.0)
