@@ -108,7 +108,11 @@ def eval_command(
     refuse_output_file(out, "--out", make_folder=True)
     with user_errors(as_json):
         changes = [*(overrides or []), *eval_overrides(data=data, rewards=reward or [], k=k, prompts=prompts)]
-        loaded = load_recipe(recipe or target.run_recipe or "base", changes)
+        loaded = load_recipe(
+            recipe or target.run_recipe or "base",
+            changes,
+            run_record=recipe is None and target.run_recipe is not None,
+        )
     try:
         with user_errors(as_json):
             result, data_name = evaluate_target(target, loaded.recipe)

@@ -57,7 +57,13 @@ def validate(
     `algorithm.plugins` the recipe names are imported, so their top-level code runs; `--no-import`
     only looks them up.
     """
-    from rlrun.recipes.summary import batch_plan_table, episode_plan_table, summary_table, validation_json
+    from rlrun.recipes.summary import (
+        batch_plan_table,
+        episode_plan_table,
+        summary_table,
+        unchecked_notices,
+        validation_json,
+    )
 
     with user_errors(as_json):
         loaded = load_recipe(
@@ -71,7 +77,7 @@ def validate(
     console.print(batch_plan_table(loaded))
     if (episodes := episode_plan_table(loaded)) is not None:
         console.print(episodes)
-    print_issues(loaded.notices, "notice", "yellow")
+    print_issues([*loaded.notices, *unchecked_notices(loaded)], "notice", "yellow")
 
 
 @app.command()

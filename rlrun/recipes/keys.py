@@ -85,6 +85,17 @@ MOVED = {
 }
 
 
+def carry_moved_keys(data: dict[str, Any]) -> None:
+    """A run's own resolved recipe, written by an earlier rlrun, with its moved keys carried to
+    where their setting went, meaning what they meant there (a user's recipe is told instead:
+    `MOVED`). `critic.warmup_steps` skipped actor updates only with a critic."""
+    critic = data.get("critic")
+    if isinstance(critic, dict) and "warmup_steps" in critic:
+        steps = critic.pop("warmup_steps")
+        if critic.get("enabled"):
+            data.setdefault("actor", {}).setdefault("frozen_steps", steps)
+
+
 def unknown_key_hint(path: KeyPath, value: Any = None) -> str | None:
     """The hint for an unknown key: where a key of an earlier rlrun went, the rlrun name of a
     verl key (with its unit change), else a did-you-mean. `value` is what the key holds (a verl

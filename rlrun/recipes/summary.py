@@ -7,9 +7,30 @@ from typing import Any
 
 from rich.table import Table
 
+from rlrun.errors import ConfigIssue
 from rlrun.recipes.agent import episode_plan
 from rlrun.recipes.batch_plan import algorithm_summary, batch_plan, engine_summary
 from rlrun.recipes.loader import LoadedRecipe
+
+
+def unchecked_notices(loaded: LoadedRecipe) -> list[ConfigIssue]:
+    """What `validate` (and `train --dry-run`, whose step runs in one process) cannot check, said
+    as notices (never errors, even with `--strict`): they know no process count, which a
+    sharding `trainer.strategy` needs to be more than one."""
+    strategy = loaded.recipe.trainer.strategy
+    if strategy == "ddp":  # one process or several: both run
+        return []
+    return [
+        loaded.provenance.issue(
+            ("trainer", "strategy"),
+            f"{strategy} needs several processes, a number `rlrun validate` does not know (and `train "
+            "--dry-run` takes its step in one process, unsharded): `rlrun train` checks it, and that "
+            "trainer.prompts_per_step and actor.mini_batch_samples and micro_batch_samples split evenly "
+            "over the processes, before anything loads",
+            code="checked-at-launch",
+            fix="train with --num-processes N (N > 1, the processes on all machines)",
+        )
+    ]
 
 
 def validation_json(loaded: LoadedRecipe, here: bool = True) -> dict[str, Any]:
@@ -25,7 +46,7 @@ def validation_json(loaded: LoadedRecipe, here: bool = True) -> dict[str, Any]:
         "batch_plan": batch_plan(recipe).to_dict(),
         "episode_plan": plan.to_dict() if (plan := episode_plan(recipe)) is not None else None,
         "errors": [],
-        "notices": [issue.to_dict() for issue in loaded.notices],
+        "notices": [issue.to_dict() for issue in [*loaded.notices, *unchecked_notices(loaded)]],
     }
 
 

@@ -10,7 +10,11 @@ from rlrun.schema.agent import Agent
 def test_off_by_default_with_nothing_to_call():
     agent = Recipe().agent
     assert not agent.enabled and agent.tools == [] and agent.environment is None and agent.environments == {}
-    assert (agent.format, agent.environment_column, agent.environment_kind) == ("plain", "environment", "auto")
+    assert (agent.format, agent.environment_column, agent.environment_kind) == (
+        "plain",
+        "environment",
+        "auto",
+    )
 
 
 @pytest.mark.parametrize(
