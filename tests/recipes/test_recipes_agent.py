@@ -175,6 +175,19 @@ def test_a_template_without_tool_support_is_refused_here_unless_one_is_supplied(
     load_recipe(write("smol_fixed.yaml", body + "  chat_template: tools.jinja\n"))
 
 
+def test_the_documented_refusal_of_smollm2s_own_template(monkeypatch):
+    """docs/agents.md's command as written, from the repository (the embedded SmolLM2's tokenizer)."""
+    monkeypatch.chdir(Path(__file__).resolve().parents[2])
+    result = CliRunner().invoke(app, ["validate", "examples/agents/calculator.yaml", "~agent.chat_template"])
+    assert result.exit_code == 2, result.output
+    flat = " ".join(result.output.replace("│", " ").split())
+    assert (
+        "examples/agents/calculator.yaml, line 12, column 3, `agent.format`: the chat template has no tool"
+        in flat
+    )
+    assert "Traceback" not in result.output
+
+
 def test_agent_settings_while_it_is_off_are_a_notice(write):
     path = write("off.yaml", "extends: grpo\nagent:\n  tools: [rlrun:calculator]\n  max_turns: 2\n")
     (notice,) = load_recipe(path).notices
