@@ -115,7 +115,8 @@ def advantage_needs_critic(recipe: Recipe, provenance: Provenance) -> Iterator[C
 def something_scores_the_responses(recipe: Recipe, provenance: Provenance) -> Iterator[ConfigIssue]:
     agent = recipe.agent
     environment = agent.enabled and (agent.environment is not None or bool(agent.environments))
-    if not recipe.reward.functions and not environment:
+    written = ("reward", "functions", 0) in provenance.sources  # an entry the schema refused is not "none"
+    if not recipe.reward.functions and not written and not environment:
         yield provenance.issue(
             ("reward", "functions"),
             "nothing scores the responses: the list of reward functions is empty",
