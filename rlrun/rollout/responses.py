@@ -6,8 +6,9 @@ so a reward function sees the same arguments in both, episodes or not:
 
 - `completions`: the response's text; for an episode, its final answer (the text of its last
   model turn), which is what a single-turn reward such as `rlrun:exact_match` scores;
-- the dataset's other columns, and for an episode `transcript` (its chat messages after the
-  prompt: the model's turns with their calls, the tools' results, the observations),
+- the dataset's other columns, and for an episode `transcript` (its chat messages: the prompt,
+  the environment's reset text, the model's turns with their calls, the tools' results, the
+  observations with their rewards),
   `environment_reward` (its environment's `get_reward()`, NaN without one: what the
   `rlrun:environment_reward` term scores) and, for TRL-style functions, `environments` (the
   episode's environment instance, as TRL passes them);

@@ -76,7 +76,9 @@ def test_bfloat16_losses_accumulate_in_float32():
 # An agent's episode: the model's turns are trained, the tool results and observations between
 # them are not (mask holes). Row 0: turn [1, 2], a result (50, 60), turn [3]; row 1: turn [4],
 # an observation (70), turn [5, 6] cut by padding; row 2: one turn [7].
-EPISODE_LOSS = torch.tensor([[1.0, 2.0, 50.0, 60.0, 3.0], [4.0, 70.0, 5.0, 6.0, NAN], [7.0, NAN, NAN, NAN, NAN]])
+EPISODE_LOSS = torch.tensor(
+    [[1.0, 2.0, 50.0, 60.0, 3.0], [4.0, 70.0, 5.0, 6.0, NAN], [7.0, NAN, NAN, NAN, NAN]]
+)
 EPISODE_MASK = torch.tensor([[1, 1, 0, 0, 1], [1, 0, 1, 1, 0], [1, 0, 0, 0, 0]])
 
 

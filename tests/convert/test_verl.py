@@ -615,7 +615,9 @@ def test_the_documented_convert_command(tmp_path, monkeypatch):
 
     repo = Path(__file__).resolve().parents[2]
     page = (repo / "docs" / "coming-from-verl-trl.md").read_text()
-    (command,) = [s.command for s in docs.read_page(page) if (s.command or "").startswith("rlrun convert verl ")]
+    (command,) = [
+        s.command for s in docs.read_page(page) if (s.command or "").startswith("rlrun convert verl ")
+    ]
     for folder in ("examples", "recipes"):
         shutil.copytree(repo / folder, tmp_path / folder)
     monkeypatch.setenv("HOME", str(tmp_path / "home"))  # no ~/data/gsm8k
