@@ -25,7 +25,6 @@ from rlrun.cli._app import (
     user_errors,
 )
 from rlrun.recipes import LoadedRecipe, load_recipe
-from rlrun.recipes.agent import refuse_episodes_until_trained
 
 if TYPE_CHECKING:
     from rlrun.training.run import RunOptions
@@ -145,7 +144,6 @@ def train(
     )
     with user_errors():
         loaded = load_recipe(recipe, overrides or [])
-        refuse_episodes_until_trained(loaded.recipe, loaded.provenance)
         check_run_dir(loaded, options)
     print_issues(loaded.notices, "notice", "yellow")
     if dry_run:
@@ -204,7 +202,6 @@ def _resume(
 
     with user_errors():
         loaded = load_recipe(run_dir / RESOLVED, overrides, run_record=True)
-        refuse_episodes_until_trained(loaded.recipe, loaded.provenance)
         done = finished_note(run_dir, loaded)
     if done:  # before any process starts
         console.print(done, soft_wrap=True)

@@ -112,6 +112,30 @@ def advantage_needs_critic(recipe: Recipe, provenance: Provenance) -> Iterator[C
 
 
 @error_rule
+def something_scores_the_responses(recipe: Recipe, provenance: Provenance) -> Iterator[ConfigIssue]:
+    agent = recipe.agent
+    environment = agent.enabled and (agent.environment is not None or bool(agent.environments))
+    written = ("reward", "functions", 0) in provenance.sources  # an entry the schema refused is not "none"
+    if not recipe.reward.functions and not written and not environment:
+        yield provenance.issue(
+            ("reward", "functions"),
+            "nothing scores the responses: the list of reward functions is empty",
+            code="no-reward",
+            fix="name a reward function (`reward.functions: [{fn: rlrun:exact_match}]`); an empty list is for "
+            "an agent whose environment scores its episodes (get_reward)",
+        )
+    for i, entry in enumerate(recipe.reward.functions):
+        if getattr(entry, "fn", None) == "rlrun:environment_reward" and not environment:
+            yield provenance.issue(
+                ("reward", "functions", i, "fn"),
+                "rlrun:environment_reward scores an agent's episodes by their environment's get_reward(), and "
+                "this recipe runs no environment",
+                code="no-environment-reward",
+                fix="set `agent.environment` (and `agent.enabled: true`), or remove this reward",
+            )
+
+
+@error_rule
 def distillation_needs_teacher(recipe: Recipe, provenance: Provenance) -> Iterator[ConfigIssue]:
     if recipe.distillation.enabled and not recipe.distillation.teacher:
         yield provenance.issue(

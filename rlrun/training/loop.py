@@ -31,6 +31,7 @@
                               advances in the update)
             sync_weights      the new weights to the rollout engine
             batch_metrics     what the batch looked like
+            episode_metrics   what an agent's episodes did: turns, calls, errors, endings
         stop (nothing of the step saved) if the weights blew up or the logits are no longer finite
 
 Each stage declares where it registers when it runs and what it reads and writes

@@ -24,17 +24,25 @@ from rlrun.training.packing import PackedLayout, pack
 
 @dataclass
 class Sequences:
-    """N rows of `prompt (left-padded to P) + response (right-padded to T)`."""
+    """N rows of `prompt (left-padded to P) + response (right-padded to T)`. An agent's episode
+    is a response whose tokens are the model's turns and, between them, what tools and
+    environments answered: `attention_mask` covers every token, `response_mask` only those the
+    policy sampled (what trains; for a single-turn response, the same tokens)."""
 
     input_ids: torch.Tensor  # (N, P+T) long
-    attention_mask: torch.Tensor  # (N, P+T) long
-    response_mask: torch.Tensor  # (N, T) float32, 1 on response tokens
+    attention_mask: torch.Tensor  # (N, P+T) long, 1 on every prompt and response token
+    response_mask: torch.Tensor  # (N, T) float32, 1 on the response tokens the policy sampled
     prompt_index: torch.Tensor  # (N,) long: rows with equal values continue the same prompt
     pad_id: int = 0
 
     @property
     def response_ids(self) -> torch.Tensor:
         return self.input_ids[:, -self.response_mask.shape[1] :]
+
+    @property
+    def response_attention(self) -> torch.Tensor:
+        """(N, T) 1 on every response token, sampled or not (contiguous from the first column)."""
+        return self.attention_mask[:, self.prompt_width :]
 
     @property
     def prompt_width(self) -> int:
@@ -52,15 +60,18 @@ class Sequences:
         response_mask: torch.Tensor,
         pad_id: int,
         n: int = 1,
+        response_attention: torch.Tensor | None = None,
     ) -> Sequences:
         """G prompts (token ids), each answered by the `n` consecutive rows of the (G·n, T)
-        `response_ids`/`response_mask`. Prompts are padded once, then repeated."""
+        `response_ids`/`response_mask`; `response_attention`: every response token, where it
+        covers more than the sampled ones (an episode's). Prompts are padded once, then repeated."""
+        attention = response_mask if response_attention is None else response_attention
         prompts, prompt_mask = left_pad(prompt_ids, pad_id)
         device = response_ids.device
         return cls(
             input_ids=torch.cat([prompts.repeat_interleave(n, 0).to(device), response_ids], 1),
             attention_mask=torch.cat(
-                [prompt_mask.repeat_interleave(n, 0).to(device), response_mask.long()], 1
+                [prompt_mask.repeat_interleave(n, 0).to(device), attention.long().to(device)], 1
             ),
             response_mask=response_mask.float(),
             prompt_index=torch.arange(len(prompt_ids), device=device).repeat_interleave(n),
@@ -217,7 +228,7 @@ def _layout_plan(
         layout = pack(
             input_ids=seq.input_ids,
             attention_mask=seq.attention_mask,
-            response_mask=seq.response_mask,
+            response_attention=seq.response_attention,
             prompt_index=seq.prompt_index,
             pad_id=seq.pad_id,
             # the dtype transformers gives its own masks: the input embeddings'
@@ -361,7 +372,7 @@ def forward_batched(
     if chunk_tokens is None:
         return forward_in_parts(fn, seq=seq, parts=rows.split(chunk))
     parts = split_by_tokens(
-        rows, seq.response_mask.sum(-1), budget=chunk_tokens, prompt_width=seq.prompt_width
+        rows, seq.response_attention.sum(-1), budget=chunk_tokens, prompt_width=seq.prompt_width
     )
     return forward_in_parts(fn, seq=seq, parts=parts)
 

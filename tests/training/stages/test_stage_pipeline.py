@@ -36,6 +36,7 @@ BUILT_IN = [
     "lr_schedule",
     "sync_weights",
     "batch_metrics",
+    "episode_metrics",
 ]
 
 
