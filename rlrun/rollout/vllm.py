@@ -227,6 +227,10 @@ class VLLMRolloutEngine:
                 tensor_parallel_size=tensor_parallel_size,
                 enable_sleep_mode=self._sleep_mode,
                 logprobs_mode="processed_logprobs",
+                # A conversation resubmits each row's whole context every turn: the prefix cache
+                # serves the blocks of it already computed (whole blocks: 128 tokens on the CPU
+                # build). sync_weights empties it, since its keys and values are the old weights'.
+                enable_prefix_caching=True,
                 max_num_seqs=max_batch_samples,
                 max_model_len=max_model_len,
                 enforce_eager=enforce_eager,
@@ -279,7 +283,7 @@ class VLLMRolloutEngine:
         outputs = self._run(sequences, params)[mine]
         return token_scores(outputs, [len(p) for p in prompt_ids], topk, self.device)
 
-    conversation = resubmitting  # multi-turn: each turn resubmits the rows' contexts
+    conversation = resubmitting  # multi-turn: each turn resubmits the rows' contexts (prefix-cached)
 
     def sync_weights(self, model: torch.nn.Module) -> None:
         """Push ``model``'s weights into vLLM (every rank calls this: gathering is collective)."""

@@ -444,6 +444,7 @@ def test_engine_is_built_on_random_weights_then_given_the_trainers(fake_vllm):
     assert kwargs["model"] == "some/model" and kwargs["tokenizer"] == "tok" and kwargs["dtype"] == "float32"
     assert kwargs["load_format"] == "dummy" and kwargs["distributed_executor_backend"] == "external_launcher"
     assert kwargs["logprobs_mode"] == "processed_logprobs" and kwargs["max_num_seqs"] == 64
+    assert kwargs["enable_prefix_caching"]  # conversations resubmit their contexts every turn
     assert kwargs["gpu_memory_utilization"] == 0.3 and not kwargs["enable_sleep_mode"]
     assert kwargs["enforce_eager"] is False  # compiled on CUDA unless the recipe says otherwise
     assert fake_vllm.events == ["push", "reset_prefix_cache"]
