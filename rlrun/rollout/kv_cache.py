@@ -64,6 +64,7 @@ class SlotCache(Cache):
         self.finite = torch.zeros(num_slots, dtype=torch.long)  # columns [0, finite) hold numbers
         self.keys: torch.Tensor | None = None  # (layers, slots, heads, capacity + 1, head_dim)
         self.values: torch.Tensor | None = None
+        self.per_layer: list[tuple[torch.Tensor, torch.Tensor]] = []  # views of both, split once
         self.device, self.mask_dtype = model.device, model.dtype
         self._write: _Write | None = None
         self.tokens_run = 0  # tokens (not padding) run through the model into this cache
@@ -152,7 +153,7 @@ class SlotCache(Cache):
             raise RuntimeError("SlotCache.update outside a SlotCache forward call")
         if self.keys is None:
             self._allocate(key_states, value_states)
-        keys, values = self.keys[layer_idx], self.values[layer_idx]
+        keys, values = self.per_layer[layer_idx]
         if write.expand is not None:
             q = key_states.shape[2]
             keys[: write.k, :, :q] = key_states.index_select(0, write.expand)
@@ -177,10 +178,9 @@ class SlotCache(Cache):
         held = int(self.finite[source].max())
         if self.keys is not None and held:
             to, of = target.to(self.device), source.to(self.device)
-            for buffer in (self.keys, self.values):
-                for layer in buffer:
-                    view = layer[:, :, :held]
-                    view.index_copy_(0, to, view.index_select(0, of))
+            for layer in (buffer for pair in self.per_layer for buffer in pair):
+                view = layer[:, :, :held]
+                view.index_copy_(0, to, view.index_select(0, of))
         for state in (self.start, self.end, self.finite):
             state[target] = state[source].clone()
 
@@ -207,6 +207,7 @@ class SlotCache(Cache):
         width = self.dump + 1
         self.keys = key_states.new_empty(*shape, key_states.shape[1], width, key_states.shape[-1])
         self.values = value_states.new_empty(*shape, value_states.shape[1], width, value_states.shape[-1])
+        self.per_layer = list(zip(self.keys.unbind(0), self.values.unbind(0)))
 
     def _ensure_finite(self, k: int, upto: int) -> None:
         """Zero the columns below ``upto`` that slots ``0 .. k-1`` have not written."""

@@ -80,8 +80,11 @@ def decode(
                 draw = draw[noise_index]
         banned = eos if t < sampling.min_tokens else None
         token = next_token(scaled, sampling, banned, noise=draw).masked_fill(ended, pad_id)
-        tokens[decoding, t] = token
-        log_probs[decoding, t] = scaled.log_softmax(-1).gather(-1, token.unsqueeze(-1)).squeeze(-1)
+        chosen = scaled.log_softmax(-1).gather(-1, token.unsqueeze(-1)).squeeze(-1)
+        if len(decoding) == k:  # no row has left the batch: a column, not a scatter
+            tokens[:, t], log_probs[:, t] = token, chosen
+        else:
+            tokens[decoding, t], log_probs[decoding, t] = token, chosen
         ended = ended | torch.isin(token, eos)
         if t + 1 == width or bool(ended.all()):
             break
