@@ -111,14 +111,17 @@ class HFConversation(ConversationRows):
         self.contexts = []
 
     def _arrange(self, order: Sequence[int]) -> None:
-        """Put row ``order[i]`` in slot i, moving only the rows that must move."""
+        """Put row ``order[i]`` in slot i; the rows it displaces take the slots those rows left."""
+        k, chosen = len(order), set(order)
         slot_of_row = {r: s for s, r in enumerate(self.row_of_slot)}
-        chosen = set(order)
-        target = list(order) + [r for r in self.row_of_slot if r not in chosen]
+        target = list(order) + self.row_of_slot[k:]
+        displaced = [r for r in self.row_of_slot[:k] if r not in chosen]
+        vacated = [s for s in range(k, self.num_rows) if self.row_of_slot[s] in chosen]
+        for s, r in zip(vacated, displaced):
+            target[s] = r
         moved = [s for s in range(self.num_rows) if self.row_of_slot[s] != target[s]]
         if moved:
-            source = [slot_of_row[target[s]] for s in moved]
-            self.cache.copy(torch.tensor(moved), torch.tensor(source))
+            self.cache.copy(torch.tensor(moved), torch.tensor([slot_of_row[target[s]] for s in moved]))
             self.row_of_slot = target
 
     def _drop(self, ended: torch.Tensor) -> torch.Tensor:

@@ -63,7 +63,9 @@ def test_turns_sample_what_resubmitting_samples_and_run_each_context_token_once(
 def test_a_rows_samples_do_not_depend_on_which_other_rows_take_the_turn(model_and_tokenizer, prompts):
     engine = _engine(model_and_tokenizer)
     sampling = SamplingParams(max_tokens=8, temperature=1.5, seed=7)
-    alone = engine.conversation(prompts, 2, max_tokens=20).sample([4], sampling)
+    conversation = engine.conversation(prompts, 2, max_tokens=20)
+    alone = conversation.sample([4], sampling)
+    assert conversation.row_of_slot == [4, 1, 2, 3, 0, 5]  # row 4 swapped into the first slot, no more
     some = engine.conversation(prompts, 2, max_tokens=20).sample([5, 4, 1], sampling)
     everyone = engine.conversation(prompts, 2, max_tokens=20).sample(range(6), sampling)
     _assert_same_samples(alone, _rows(some, [1]))
