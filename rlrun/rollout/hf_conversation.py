@@ -82,6 +82,7 @@ class HFConversation(ConversationRows):
             parts.append(self.prompt_logits[[self.logits_index[r] for r in order[len(waiting) :]]])
         for r in order:
             self.logits_index.pop(r, None)  # its last sampled token will wait
+        self.cache.begin_turn(len(order))
         everyone = order == list(range(self.num_rows))
         turn = decode(
             torch.cat(parts) if len(parts) > 1 else parts[0],

@@ -16,7 +16,8 @@ at its own end, and padding of a ragged forward writes to the last column, which
 window reaches. Columns that a window reads but a row never wrote are masked, and zeroed first
 (a masked column weighs 0, and 0 x NaN is NaN). The model gets a 4D additive attention mask (a
 row sees its own columns, causally), which transformers passes to attention unchanged
-(``rlrun.shared_prefix.takes_4d_mask`` says which models do).
+(``rlrun.shared_prefix.takes_4d_mask`` says which models do); a decode step's mask is a view of a
+per-slot mask kept up to date as columns fill, so a step builds none.
 """
 
 from __future__ import annotations
@@ -49,7 +50,10 @@ class _Write:
 class SlotCache(Cache):
     """Keys and values of ``num_slots`` rows, each with room for ``capacity`` tokens, prompt
     padding included. The buffers are allocated at the first write, from the keys' shape and
-    dtype; their pages are touched as columns are written."""
+    dtype; their pages are touched as columns are written.
+
+    A forward call is ``prefill`` (the prompts), ``extend`` (tokens the first k slots gained,
+    ragged), or, after ``begin_turn(k)``, ``step`` (one token for each of the first k slots)."""
 
     def __init__(self, model: torch.nn.Module, *, num_slots: int, capacity: int):
         # transformers 5 reads the layers' kinds off `layers` (empty: all full attention);
@@ -58,16 +62,32 @@ class SlotCache(Cache):
         self.layers: list = []
         self.model = model
         self.num_layers = model.config.num_hidden_layers
+        self.device, self.mask_dtype = model.device, model.dtype
+        self.lowest = torch.finfo(model.dtype).min
         self.dump = capacity  # the column padding writes to, past every window
-        self.start = torch.zeros(num_slots, dtype=torch.long)  # per slot, on the CPU
-        self.end = torch.zeros(num_slots, dtype=torch.long)
-        self.finite = torch.zeros(num_slots, dtype=torch.long)  # columns [0, finite) hold numbers
+        self.start = torch.zeros(num_slots, dtype=torch.long, device=self.device)  # per slot
+        self.end = torch.zeros(num_slots, dtype=torch.long, device=self.device)
+        self.finite = torch.zeros(num_slots, dtype=torch.long)  # columns [0, finite) hold numbers (CPU)
+        # 0 where a slot's own context is, the lowest number elsewhere: a step's attention mask
+        self.bias = torch.full(
+            (num_slots, capacity + 1), self.lowest, dtype=self.mask_dtype, device=self.device
+        )
         self.keys: torch.Tensor | None = None  # (layers, slots, heads, capacity + 1, head_dim)
         self.values: torch.Tensor | None = None
         self.per_layer: list[tuple[torch.Tensor, torch.Tensor]] = []  # views of both, split once
-        self.device, self.mask_dtype = model.device, model.dtype
         self._write: _Write | None = None
-        self.tokens_run = 0  # tokens (not padding) run through the model into this cache
+        self._top = 0  # during a turn: the column a step writes when the rows are aligned
+        self.aligned = False  # during a turn: whether its steps write one column for all rows
+        self._run = torch.zeros((), dtype=torch.long, device=self.device)
+
+    @property
+    def tokens_run(self) -> int:
+        """Tokens (not padding) run through the model into this cache."""
+        return int(self._run)
+
+    def held(self, k: int) -> list[int]:
+        """How many tokens each of slots ``0 .. k-1`` holds."""
+        return (self.end[:k] - self.start[:k]).tolist()
 
     def prefill(self, prompt_ids: Sequence[Sequence[int]], prompt_of_slot: Sequence[int]) -> torch.Tensor:
         """Run each prompt once and give slot i the keys and values of prompt
@@ -79,69 +99,76 @@ class SlotCache(Cache):
         allowed = (column >= start[:, None, None]) & (column <= column[:, None])  # (G, query, key)
         rows = torch.tensor(list(prompt_of_slot), dtype=torch.long)
         self._write = _Write(k=len(rows), window=width, expand=rows.to(self.device))
-        logits = self._run(ids, (column - start[:, None]).clamp(min=0), allowed)
-        self.start[: len(rows)], self.end[: len(rows)], self.finite[: len(rows)] = start[rows], width, width
-        self.tokens_run += sum(len(p) for p in prompt_ids)
+        logits = self._forward(ids, (column - start[:, None]).clamp(min=0), allowed)
+        k = len(rows)
+        self.start[:k], self.end[:k], self.finite[:k] = start[rows].to(self.device), width, width
+        self.bias[:k, :width] = self._additive(column >= self.start[:k, None].cpu())
+        self._run += sum(len(p) for p in prompt_ids)
         return logits
 
     def extend(self, token_ids: Sequence[Sequence[int]]) -> torch.Tensor:
-        """Run tokens that slots ``0 .. k-1`` gained (row i's in ``token_ids[i]``, ragged) and
-        return the logits after each row's last one (k, V)."""
+        """Run tokens that slots ``0 .. k-1`` gained (row i's in ``token_ids[i]``, ragged, at
+        least one each) and return the logits after each row's last one (k, V)."""
         counts = torch.tensor([len(t) for t in token_ids], dtype=torch.long)
         k, q = len(counts), int(counts.max())
         ids = torch.tensor([[0] * (q - len(t)) + list(t) for t in token_ids], dtype=torch.long)
-        end = self.end[:k]
+        start, end = self.start[:k].cpu(), self.end[:k].cpu()
         offset = torch.arange(q) - (q - counts)[:, None]  # a token's place among its row's new ones
         column = end[:, None] + offset
+        real = offset >= 0
         window = int((end + counts).max())
         self._ensure_finite(k, window)
+        slots = torch.arange(k).unsqueeze(-1).expand(k, q)
         self._write = _Write(
             k=k,
             window=window,
-            slots=torch.arange(k).unsqueeze(-1).expand(k, q).to(self.device),
-            columns=column.where(offset >= 0, self.dump).to(self.device),
+            slots=slots.to(self.device),
+            columns=column.where(real, self.dump).to(self.device),
         )
         # padding sees its row's context so far; with none it sees nothing (its output is unused)
-        sees = column.where(offset >= 0, end[:, None] - 1)
+        sees = column.where(real, end[:, None] - 1)
         keys = torch.arange(window)
-        allowed = (keys >= self.start[:k, None, None]) & (keys <= sees[:, :, None])
-        logits = self._run(ids, (column - self.start[:k, None]).clamp(min=0), allowed)
-        self.end[:k] += counts
-        self.tokens_run += int(counts.sum())
+        allowed = (keys >= start[:, None, None]) & (keys <= sees[:, :, None])
+        logits = self._forward(ids, (column - start[:, None]).clamp(min=0), allowed)
+        self.bias[slots[real].to(self.device), column[real].to(self.device)] = 0
+        self.end[:k] += counts.to(self.device)
+        self._run += int(counts.sum())
         return logits
+
+    def begin_turn(self, k: int) -> None:
+        """Decode steps for slots ``0 .. k-1`` follow: they advance together, one column a step,
+        from the furthest end among them (a slice write when all end there)."""
+        end = self.end[:k].cpu()
+        self._top = int(end.max())
+        self.aligned = bool((end == self._top).all())
+        self._ensure_finite(k, self._top)
 
     def step(self, token: torch.Tensor, kept: torch.Tensor) -> torch.Tensor:
         """Run one token (k,) for each of slots ``0 .. k-1`` and return the next logits (k, V).
         Where ``kept`` is false the token is run but not kept (a row that has ended)."""
-        k = len(token)
-        kept = kept.cpu()
+        k, top = len(token), self._top
         end = self.end[:k]
-        going = end[kept]
-        top = int(going.max()) if len(going) else int(end.max())
-        # one column for every row: the rows going on end there, and it is past the others' ends
-        aligned = bool((going == top).all()) and int(end.max()) <= top
-        self._ensure_finite(k, top if aligned else top + 1)
-        self._write = (
-            _Write(k=k, window=top + 1, column=top)
-            if aligned
-            else _Write(
+        if self.aligned:  # the rows going on all end at `top`; the others end before it
+            self._write = _Write(k=k, window=top + 1, column=top)
+            self.bias[:k, top].masked_fill_(kept, 0)
+        else:
+            if self.keys is not None:  # the rows that end before `top` do not write it
+                self.keys[:, :k, :, top] = 0
+                self.values[:, :k, :, top] = 0
+            self._write = _Write(
                 k=k,
                 window=top + 1,
-                slots=torch.arange(k).unsqueeze(-1).to(self.device),
-                columns=end.where(kept, self.dump).unsqueeze(-1).to(self.device),
+                slots=torch.arange(k, device=self.device).unsqueeze(-1),
+                columns=end.where(kept, self.dump).unsqueeze(-1),
             )
-        )
-        keys = torch.arange(top + 1)
-        allowed = (keys >= self.start[:k, None]) & (keys < (end + kept)[:, None])
-        logits = self._run(token.unsqueeze(-1), (end - self.start[:k]).unsqueeze(-1), allowed.unsqueeze(1))
+            self.bias[:k].scatter_(1, end.unsqueeze(-1), self._additive(kept).unsqueeze(-1))
+        mask = self.bias[:k, : top + 1].unsqueeze(1).unsqueeze(1)
+        logits = self._call_model(token.unsqueeze(-1), (end - self.start[:k]).unsqueeze(-1), mask)
         self.finite[:k] = self.finite[:k].clamp(min=top + 1)
-        self.end[:k] += kept.long()
-        self.tokens_run += int(kept.sum())
+        end += kept
+        self._run += kept.sum()
+        self._top = top + 1
         return logits
-
-    def held(self, k: int) -> list[int]:
-        """How many tokens each of slots ``0 .. k-1`` holds."""
-        return (self.end[:k] - self.start[:k]).tolist()
 
     def update(
         self, key_states: torch.Tensor, value_states: torch.Tensor, layer_idx: int, *args: Any, **kwargs: Any
@@ -176,24 +203,26 @@ class SlotCache(Cache):
         if not len(source):
             return
         held = int(self.finite[source].max())
+        to, of = target.to(self.device), source.to(self.device)
         if self.keys is not None and held:
-            to, of = target.to(self.device), source.to(self.device)
             for layer in (buffer for pair in self.per_layer for buffer in pair):
                 view = layer[:, :, :held]
                 view.index_copy_(0, to, view.index_select(0, of))
-        for state in (self.start, self.end, self.finite):
-            state[target] = state[source].clone()
+        for state in (self.start, self.end, self.bias):
+            state[to] = state[of]
+        self.finite[target] = self.finite[source]
 
-    def _run(self, ids: torch.Tensor, positions: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
+    def _forward(self, ids: torch.Tensor, positions: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
         """The model over ``ids`` (k, q) with this cache; ``allowed`` (k, q, keys) is the mask."""
-        mask = torch.zeros(allowed.shape, dtype=self.mask_dtype).masked_fill_(
-            ~allowed, torch.finfo(self.mask_dtype).min
-        )
+        mask = self._additive(allowed).unsqueeze(1).to(self.device)
+        return self._call_model(ids.to(self.device), positions.to(self.device), mask)
+
+    def _call_model(self, ids: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         try:
             out = self.model(
-                input_ids=ids.to(self.device),
-                attention_mask=mask.unsqueeze(1).to(self.device),
-                position_ids=positions.to(self.device),
+                input_ids=ids,
+                attention_mask=mask,
+                position_ids=positions,
                 use_cache=True,
                 logits_to_keep=1,
                 **{cache_keyword(self.model): self},
@@ -201,6 +230,11 @@ class SlotCache(Cache):
         finally:
             self._write = None
         return out.logits[:, -1]
+
+    def _additive(self, allowed: torch.Tensor) -> torch.Tensor:
+        """0 where ``allowed``, the lowest number elsewhere (what attention adds to its scores)."""
+        zero = torch.zeros((), dtype=self.mask_dtype, device=allowed.device)
+        return zero.where(allowed, self.lowest)
 
     def _allocate(self, key_states: torch.Tensor, value_states: torch.Tensor) -> None:
         shape = (self.num_layers, len(self.end))

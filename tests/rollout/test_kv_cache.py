@@ -74,6 +74,8 @@ def test_prompts_ragged_turns_and_steps_give_a_plain_forwards_logits(model):
         # two steps over all five rows (their ends now differ); row 3 has ended: its token is
         # run but not kept
         kept = torch.tensor([True, True, True, False, True])
+        cache.begin_turn(5)
+        assert not cache.aligned
         for token in ([23, 24, 25, 26, 27], [28, 29, 30, 31, 32]):
             logits = cache.step(torch.tensor(token), kept)
             for slot in (0, 1, 2, 4):
@@ -90,6 +92,8 @@ def test_rows_aligned_at_one_column_are_written_with_one_slice_and_the_buffer_is
         cache.prefill(PROMPTS, [0, 1, 2, 2])
         keys = cache.keys.data_ptr()
         contexts = [list(PROMPTS[p]) for p in [0, 1, 2, 2]]
+        cache.begin_turn(4)
+        assert cache.aligned  # left-padded prompts end at one column
         for step in range(5):
             token = torch.tensor([20 + step] * 4)
             logits = cache.step(token, torch.tensor([True, True, True, step < 2]))
