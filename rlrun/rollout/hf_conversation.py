@@ -143,8 +143,10 @@ class HFConversation(ConversationRows):
 
 class SplitConversation:
     """A conversation of more rows than one decode batch may hold: consecutive parts of at most
-    ``max_batch_samples`` rows, each an ``HFConversation`` (each draws its own sampling noise,
-    as ``generate``'s chunks do). Rows are numbered across the parts."""
+    ``max_batch_samples`` rows, each an ``HFConversation``. Rows are numbered across the parts.
+    The parts of a turn draw their noise one after another from one stream, as ``generate``'s
+    chunks do, so a row's samples do not depend on the other rows of its part, but do on how many
+    steps the parts before it ran."""
 
     def __init__(self, parts: list[HFConversation]):
         self.parts = parts
