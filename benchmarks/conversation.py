@@ -11,7 +11,8 @@ hf engine's own conversation keeps each row's cache, so a turn runs only what th
 (`ResubmittingConversation` over its `generate`) and its prefix cache serves the blocks it has
 seen (whole blocks: 128 tokens on the CPU build); the other side empties that cache before each
 turn (what a run without prefix caching would compute across turns). Both sides of a pair sample
-the same tokens for a seed; each side runs in A B B A order in one process.
+the same tokens for a seed; after an untimed one-turn warm-up, the sides run in A B B A order in
+one process.
 """
 
 from __future__ import annotations
@@ -31,18 +32,46 @@ from rlrun.training.models import load_causal_lm, load_tokenizer
 
 
 def converse(
-    engine: Any, conversation: Any, args: argparse.Namespace, observation: list[int], *, empty_cache: bool
+    engine: Any,
+    conversation: Any,
+    args: argparse.Namespace,
+    observation: list[int],
+    *,
+    empty_cache: bool,
+    turns: int,
 ) -> list[list[int]]:
-    """Run the turns (a seed each) over all rows; returns the last turn's samples."""
+    """Run `turns` turns (a seed each) over all rows; returns the last turn's samples."""
     rows = range(conversation.num_rows)
-    for turn in range(args.turns):
+    for turn in range(turns):
         if empty_cache:
             engine.llm.reset_prefix_cache()
         sampling = SamplingParams(max_tokens=args.turn_tokens, min_tokens=args.turn_tokens, seed=turn)
         batch = conversation.sample(rows, sampling)
-        if turn + 1 < args.turns:
+        if turn + 1 < turns:
             conversation.append(rows, [observation] * len(rows))
     return batch.response_ids.tolist()
+
+
+class PrefixCacheCount:
+    """vLLM's prompt tokens over the calls, and how many its prefix cache served (a count the
+    load does not move, unlike the seconds)."""
+
+    def __init__(self, engine: Any):
+        self.prompt_tokens = self.cached_tokens = 0
+        generate = engine.llm.generate
+
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            outputs = generate(*args, **kwargs)
+            self.prompt_tokens += sum(len(o.prompt_token_ids) for o in outputs)
+            self.cached_tokens += sum(o.num_cached_tokens or 0 for o in outputs)
+            return outputs
+
+        engine.llm.generate = counted
+
+    def take(self) -> str:
+        line = f"{self.cached_tokens:,} of {self.prompt_tokens:,} prompt tokens from the prefix cache"
+        self.prompt_tokens = self.cached_tokens = 0
+        return line
 
 
 def main() -> None:
@@ -86,17 +115,28 @@ def main() -> None:
         f"(prompts {min(map(len, prompts))}-{max(map(len, prompts))} tokens), {args.threads} thread(s)"
     )
     first, second = sides
+    count = PrefixCacheCount(engine) if args.engine == "vllm" else None
+    converse(engine, sides[first](), args, observation, empty_cache=False, turns=1)  # warm-up, untimed
+    if count:
+        count.take()  # not the warm-up's
     seconds: dict[str, list[float]] = {name: [] for name in sides}
     samples = {}
     for name in [first, second, second, first] * args.pairs:
         load = os.getloadavg()[0]
         start = time.perf_counter()
         samples[name] = converse(
-            engine, sides[name](), args, observation, empty_cache=name == "emptied each turn"
+            engine,
+            sides[name](),
+            args,
+            observation,
+            empty_cache=name == "emptied each turn",
+            turns=args.turns,
         )
         seconds[name].append(time.perf_counter() - start)
+        cached = f"; {count.take()}" if count else ""
         print(
-            f"  {name:18} {seconds[name][-1]:.2f} s (load {load:.1f} -> {os.getloadavg()[0]:.1f})", flush=True
+            f"  {name:18} {seconds[name][-1]:.2f} s (load {load:.1f} -> {os.getloadavg()[0]:.1f}){cached}",
+            flush=True,
         )
     print(f"same last-turn samples: {samples[first] == samples[second]}")
     for name, values in seconds.items():

@@ -39,7 +39,7 @@ from typing import Any
 
 import torch
 from compaction import point_prompts
-from torch.profiler import ProfilerActivity, profile
+from torch.profiler import ProfilerActivity, profile, record_function
 from torch.utils.flop_counter import FlopCounterMode
 
 from rlrun.recipes import load_recipe
@@ -396,46 +396,82 @@ def generation_phase(args: argparse.Namespace) -> None:
         sampling = SamplingParams(n=n, max_tokens=tokens, min_tokens=tokens, seed=0)
         engines["preallocated"].generate(prompt_ids, SamplingParams(n=n, max_tokens=2, seed=0))  # warm-up
         load = os.getloadavg()[0]
-        seconds = time_sides(engines, prompt_ids, sampling, args.repeats)
+        runs = time_sides(engines, prompt_ids, sampling, args.repeats)
         rows = n * prompts
         prompt_tokens = statistics.fmean(len(p) for p in prompt_ids)
         parts = shape.bound(machine, prompts=prompts, prompt_tokens=prompt_tokens, rows=rows, tokens=tokens)
-        bound, measured = sum(parts.values()), statistics.median(seconds["preallocated"])
+        bound, measured = sum(parts.values()), statistics.median(w for w, _ in runs["preallocated"])
         print(
             f"| {point} | {rows} | {prompt_tokens:.0f} | {measured:.2f} | {bound:.2f} | {measured / bound:.2f}x "
             f"| {parts['weights']:.2f} / {parts['matmul']:.2f} / {parts['attention']:.2f} | {rows * tokens / measured:,.0f} "
             f"| {machine.matmul(rows) / 1e9:.1f} | {load:.1f} -> {os.getloadavg()[0]:.1f} |",
             flush=True,
         )
-        if "dynamic" in seconds:
-            dynamic = statistics.median(seconds["dynamic"])
-            print(
-                f"|   DynamicCache (fallback) | | | {dynamic:.2f} | | {dynamic / bound:.2f}x | dynamic / preallocated {dynamic / measured:.2f}x | | | |"
+        if "dynamic" in runs:
+            dynamic = statistics.median(w for w, _ in runs["dynamic"])
+            cpu = statistics.median(c for _, c in runs["dynamic"]) / statistics.median(
+                c for _, c in runs["preallocated"]
             )
+            print(
+                f"|   DynamicCache (fallback) | | | {dynamic:.2f} | | {dynamic / bound:.2f}x "
+                f"| dynamic / preallocated: wall {dynamic / measured:.2f}x, CPU time {cpu:.2f}x | | | |"
+            )
+        print(
+            "  runs, wall / CPU s: "
+            + "; ".join(f"{k} " + ", ".join(f"{w:.2f} / {c:.2f}" for w, c in v) for k, v in runs.items())
+        )
     if args.profile:
         print("\n" + generation_profile(engines["preallocated"], prompt_ids, sampling))
 
 
 def time_sides(
     engines: dict, prompt_ids: list[list[int]], sampling: SamplingParams, repeats: int
-) -> dict[str, list[float]]:
-    """Seconds of each engine's `generate`, `repeats` times, in A B B A order."""
+) -> dict[str, list[tuple[float, float]]]:
+    """Wall and CPU seconds of each engine's `generate`, `repeats` times, in A B B A order (on a
+    shared machine CPU time moves less with the load than wall time)."""
     names = list(engines)
     pattern = names + names[::-1]  # A B B A (with one engine: A A)
     order = [pattern[i % len(pattern)] for i in range(len(names) * repeats)]
-    seconds: dict[str, list[float]] = {name: [] for name in names}
+    runs: dict[str, list[tuple[float, float]]] = {name: [] for name in names}
     for name in order:
-        start = time.perf_counter()
+        wall, cpu = time.perf_counter(), time.process_time()
         engines[name].generate(prompt_ids, sampling)
-        seconds[name].append(time.perf_counter() - start)
-    return seconds
+        runs[name].append((time.perf_counter() - wall, time.process_time() - cpu))
+    return runs
 
 
 def generation_profile(engine: Any, prompt_ids: list[list[int]], sampling: SamplingParams) -> str:
-    """Self CPU time of one more `generate` call, by op group (as the update's profile)."""
-    with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
-        engine.generate(prompt_ids, sampling)
-    return profile_table(prof).replace("update phase", "generation")
+    """Self CPU time of one more `generate` call, by op group (as the update's profile), and how
+    many aten operators it called, inside the model's forward calls and outside them."""
+    forward, own = engine.model.forward, "forward" in vars(engine.model)
+
+    def labelled(*args: Any, **kwargs: Any) -> Any:
+        with record_function("model forward"):
+            return forward(*args, **kwargs)
+
+    engine.model.forward = labelled
+    try:
+        with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
+            engine.generate(prompt_ids, sampling)
+    finally:
+        if own:
+            engine.model.forward = forward
+        else:
+            del engine.model.forward  # the class's forward again
+    calls = inside = 0
+    for event in prof.events():
+        parent = event.cpu_parent
+        if not event.name.startswith("aten::") or (parent is not None and parent.name.startswith("aten::")):
+            continue
+        calls += 1
+        while parent is not None and parent.name != "model forward":
+            parent = parent.cpu_parent
+        inside += parent is not None
+    counted = sum(event.name == "model forward" for event in prof.events())
+    return (
+        f"aten operators called: {calls} ({inside} inside the model's {counted} forward calls, "
+        f"{calls - inside} outside)\n" + profile_table(prof).replace("update phase", "generation")
+    )
 
 
 if __name__ == "__main__":
