@@ -37,7 +37,7 @@ def test_turns_sample_what_resubmitting_samples_and_run_each_context_token_once(
     assert kept.cache.tokens_run == 6 + 7 + 5  # each prompt once for its two rows
     calls = []
     hook = model.register_forward_pre_hook(
-        lambda _, args, kw: calls.append(kw["input_ids"].shape), with_kwargs=True
+        lambda _, args, kw: calls.append((kw["input_ids"].shape, kept.cache.tokens_run)), with_kwargs=True
     )
     try:
         for turn, appended in enumerate([None, [[30, 31, 32], [], [33], [34, 35], [], [36]], [[37]] * 6]):
@@ -48,9 +48,11 @@ def test_turns_sample_what_resubmitting_samples_and_run_each_context_token_once(
             sampling = SamplingParams(max_tokens=6, temperature=1.5, seed=turn)
             _assert_same_samples(kept.sample(range(6), sampling), resubmitted.sample(range(6), sampling))
             if appended:
-                # the turn's first call runs what each row gained: the tokens appended and the
-                # last token the turn before sampled (left-padded to the row that gained most)
-                assert calls[0] == (6, 1 + max(len(a) for a in appended))
+                # the turn's first call runs what each row gained, and only that: the tokens
+                # appended and the last token the turn before sampled (left-padded to the row
+                # that gained most)
+                assert calls[0][0] == (6, 1 + max(len(a) for a in appended))
+                assert calls[1][1] - calls[0][1] == sum(len(a) for a in appended) + 6
     finally:
         hook.remove()
     assert kept.contexts == resubmitted.contexts
