@@ -77,6 +77,7 @@ def test_prefix_caching_is_on_and_a_conversation_samples_what_generate_samples(e
     sampling = SamplingParams(max_tokens=5, seed=3)
     first = conversation.sample(range(6), sampling)  # a request per row: not what n=2 samples
     assert responses(first) == responses(engine.generate([p for p in prompts for _ in range(2)], sampling))
+    assert any(responses(first)[r] != responses(first)[r + 1] for r in (0, 2, 4))  # a seed per request
     conversation.append([1, 4], [[7, 8], [9]])
     contexts = [list(conversation.contexts[r]) for r in (4, 1)]
     second = conversation.sample([4, 1], SamplingParams(max_tokens=4, seed=4))
