@@ -37,7 +37,7 @@ from rlrun.shared_prefix import cache_keyword, prefill, takes_4d_mask
 logger = logging.getLogger("rlrun.rollout")
 
 
-@ROLLOUT_ENGINES.register("hf")
+@ROLLOUT_ENGINES.register("hf", trainer_log_probs=True)
 class HFRolloutEngine:
     """Batched sampling with a KV cache and shared prompts (CPU or one GPU; no extra dependency)."""
 
