@@ -17,7 +17,7 @@ import torch
 
 from rlrun.algorithms.masked import entropy_from_logits
 from rlrun.data.padding import left_pad
-from rlrun.shared_prefix import base_model, cache_keyword, prefill, prompt_positions
+from rlrun.shared_prefix import base_model, cache_keyword, prefill, prompt_positions, takes_4d_mask
 from rlrun.training.batching import split_by_tokens
 from rlrun.training.packing import PackedLayout, pack
 
@@ -177,25 +177,6 @@ def response_logits(model: torch.nn.Module, seq: Sequences, *, padding_free: boo
     return torch.cat([first[rows].unsqueeze(1), out.logits[:, :-1]], 1).float()
 
 
-def packs(model: torch.nn.Module) -> bool:
-    """Whether the model computes the packed layout exactly. It needs a custom 4D attention
-    mask passed through unchanged: transformers' sdpa and eager attention take one (4.51's
-    `_update_causal_mask` and 5.x's `create_causal_mask` return a 4D mask as given), while
-    flash attention ignores it and flex attention wants a BlockMask. A sliding window would be
-    dropped with the model's own mask, so such models keep the padded layout too, as do models
-    outside transformers' own classes."""
-    inner = base_model(model)
-    config = inner.config
-    window = getattr(config, "sliding_window", None) is not None and getattr(
-        config, "use_sliding_window", True
-    )
-    full = all(kind == "full_attention" for kind in getattr(config, "layer_types", None) or [])
-    # Remote code may prepare its mask its own way; ALiBi models build their biases from a 2D mask.
-    library = type(getattr(inner, "backbone", inner)).__module__.startswith("transformers.")
-    alibi = getattr(config, "alibi", False) or getattr(config, "model_type", None) in ("bloom", "mpt")
-    return config._attn_implementation in ("sdpa", "eager") and not (window or alibi) and full and library
-
-
 @dataclass(frozen=True)
 class LayoutPlan:
     """How one forward call lays its rows out: packed (`layout`), else padded, rows whole or
@@ -214,7 +195,7 @@ def _layout_plan(
     shared_cost: float,
     whole: bool,
 ) -> LayoutPlan:
-    """The cheaper layout by `forward_cost`: packed where the model takes it (`packs`) and it
+    """The cheaper layout by `forward_cost`: packed where the model takes it (`takes_4d_mask`) and it
     costs less than the padded one (responses near full length pack into little less, while a
     packed row's attention spans whole groups), and a batch without any response token has
     nothing to read packed.
@@ -224,7 +205,7 @@ def _layout_plan(
     the processes agree, in one all-reduce: rows whole if any must, packed if the costs summed
     over the processes say so."""
     layout = None
-    if padding_free and packs(model):
+    if padding_free and takes_4d_mask(model):
         layout = pack(
             input_ids=seq.input_ids,
             attention_mask=seq.attention_mask,
