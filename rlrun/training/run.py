@@ -12,7 +12,7 @@ import os
 import shlex
 import socket
 import statistics
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
@@ -46,6 +46,7 @@ from rlrun.records.rundir import (
 from rlrun.records.sinks import MetricsLogger, Say, Sink, open_sinks, wandb_run_id
 from rlrun.records.stalls import StallWatch
 from rlrun.training.allocator import keep_freed_memory
+from rlrun.training.callbacks import Callback, Callbacks, RunState, in_force
 from rlrun.training.experience import Experience
 from rlrun.training.loop import (
     SAMPLING_NON_FINITE,
@@ -198,7 +199,7 @@ class Run:
             start_wall = wall_time_at(self.dir.metrics_file, session.counters.step)
         if self.main:
             if not options.resume:
-                self.dir.write_recipe(loaded.source_path.read_text(), loaded.data, overrides)
+                self.dir.write_recipe(loaded.source_text, loaded.data, overrides)
             self.sinks = open_sinks(
                 self.recipe.logging,
                 self.dir,
@@ -461,12 +462,29 @@ def start_run(
 
 
 def train(
-    loaded: LoadedRecipe, options: RunOptions, *, say: Say = print, overrides: list[str] | None = None
+    loaded: LoadedRecipe,
+    options: RunOptions,
+    *,
+    say: Say = print,
+    overrides: list[str] | None = None,
+    callbacks: Sequence[Callback] = (),
 ) -> Run:
-    """Run (or resume) the recipe to `trainer.total_steps`; returns the finished run."""
-    run = start_run(loaded, options, say, list(overrides or []))
-    s, total = run.session, loaded.recipe.trainer.total_steps
+    """Run (or resume) the recipe to `trainer.total_steps`, calling `callbacks` at their events
+    (`training.callbacks`); returns the finished or stopped run."""
+    hooks = Callbacks(callbacks)
+    with in_force(hooks):  # before the session is built: its pipeline runs the rollout stage
+        run = start_run(loaded, options, say, list(overrides or []))
+        _train_steps(run, hooks)
+    hooks.state.status = run.status
+    hooks.dispatch("train_end")
+    return run
+
+
+def _train_steps(run: Run, hooks: Callbacks) -> None:
+    s, total = run.session, run.recipe.trainer.total_steps
+    hooks.state = RunState(run.dir.path, s.counters.step, total, _stops=run.stops)
     with run.supervise(), profiled_steps(run.profile_dir, s.group.rank) as step_done:
+        hooks.dispatch("train_start")
         if s.counters.step == 0:
             run.log(0, s.evaluate())  # the starting point every curve is compared with
         with gathered(s.models.policy):
@@ -493,6 +511,7 @@ def train(
             run.log(step, metrics, experience)
             if run.checkpoint_due(step):
                 run.checkpoint()
-            if run.stops.agree():  # Ctrl-C: the step is complete, the run stops here
+            hooks.state.step = step
+            hooks.dispatch("step_end", dict(metrics))  # a copy: a callback cannot change what was logged
+            if run.stops.agree():  # Ctrl-C, or a callback's stop: the step is complete, the run stops here
                 break
-    return run

@@ -1,0 +1,73 @@
+"""Python objects in a recipe given from Python: each named (an import path when one brings the
+object back, else a python-object: name), accepted only at the keys that take its kind."""
+
+import json
+
+from rlrun.recipes.python_objects import Named, live_table, name_objects
+
+
+class Environment:
+    """An environment class (a module-level class of an importable module)."""
+
+
+def test_an_importable_function_is_named_by_its_import_path():
+    named = Named()
+    assert name_objects({"fn": json.dumps}, ("reward", "functions", 0), named, "here") == {"fn": "json:dumps"}
+    assert named.passed["json:dumps"].not_reproducible is None
+    assert live_table(named.passed) == {}  # importing brings it back: nothing lives only in memory
+
+
+def test_a_lambda_is_a_python_object_and_two_lambdas_two_names():
+    first, second = (lambda p, c, g: [1.0]), (lambda p, c, g: [0.0])
+    named = Named()
+    given = [first, {"fn": second, "weight": 0.5}, first]  # a bare function is an entry (TRL's reward_funcs)
+    assert name_objects(given, ("reward", "functions"), named, "here") == [
+        {"fn": "python-object:<lambda>"},
+        {"fn": "python-object:<lambda>#2", "weight": 0.5},
+        {"fn": "python-object:<lambda>"},  # the same object keeps its name
+    ]
+    assert live_table(named.passed) == {"python-object:<lambda>": first, "python-object:<lambda>#2": second}
+    why = named.passed["python-object:<lambda>"].not_reproducible
+    assert "made inside a function" in why
+
+
+def test_a_function_of_main_is_described_and_why_it_cannot_come_back():
+    def score(prompts, completions, ground_truths):
+        return [1.0] * len(completions)
+
+    score.__module__, score.__qualname__ = "__main__", "score"  # as a script's function is
+    named = Named()
+    assert name_objects(score, ("reward", "functions", 0, "fn"), named, "here") == "python-object:score"
+    passed = named.passed["python-object:score"]
+    assert passed.description == {"kind": "function", "qualname": "score", "module": "__main__"}
+    assert "defined in __main__" in passed.not_reproducible
+
+
+def test_a_class_goes_where_a_class_is_taken_and_nowhere_else():
+    named = Named()
+    assert name_objects(Environment, ("agent", "environment"), named, "here").endswith(":Environment")
+    refused = name_objects({"environment": json.dumps, "max_turns": object()}, ("agent",), named, "here")
+    assert refused == {}  # both left out, each with a located issue
+    assert [(i.key, i.file, i.code) for i in named.issues] == [
+        ("agent.environment", "here", "python-object"),
+        ("agent.max_turns", "here", "python-object"),
+    ]
+    assert "`agent.environment` takes a class" in named.issues[0].message
+    assert "takes no Python object" in named.issues[1].message
+
+
+def test_plain_values_stay_plain():
+    from pathlib import PurePosixPath
+
+    import numpy as np
+
+    named = Named()
+    given = {"lr": np.float32(0.5), "steps": np.int64(3), "dir": PurePosixPath("a/b"), "on": True, "x": None}
+    assert name_objects(given, ("actor",), named, "here") == {
+        "lr": 0.5,
+        "steps": 3,
+        "dir": "a/b",
+        "on": True,
+        "x": None,
+    }
+    assert named.passed == {} and named.issues == []
