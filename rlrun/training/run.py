@@ -28,7 +28,7 @@ from rlrun.interrupt import StopRequests
 from rlrun.pathnames import folder_problem
 from rlrun.recipes import LoadedRecipe, algorithm_summary, load_recipe
 from rlrun.records import checkpoint as ckpt
-from rlrun.records.record import Resume, RunMeta, Setup
+from rlrun.records.record import PythonObject, Resume, RunMeta, Setup
 from rlrun.records.rundir import (
     META,
     RESOLVED,
@@ -128,6 +128,14 @@ def slow_step_note(step: int, seconds: float, earlier: list[float]) -> str | Non
         "the machine is probably busy (other processes on the same cores; with several threads per "
         "process each waits for the slowest — try OMP_NUM_THREADS=1), or it is swapping."
     )
+
+
+def python_objects(loaded: LoadedRecipe) -> list[PythonObject]:
+    """What meta.json records of the Python objects the recipe was given."""
+    return [
+        PythonObject(name=name, not_reproducible=passed.not_reproducible, **passed.description)
+        for name, passed in loaded.objects.items()
+    ]
 
 
 class RunFinished(Exception):
@@ -250,11 +258,16 @@ class Run:
                 overrides=overrides,
                 wandb_run_id=wandb_run_id(self.sinks),
                 heartbeat=now,
+                python_objects=python_objects(loaded),
                 **alive,
             )
         meta = self.dir.read_meta()
         resumed = Resume(
-            time=now, from_step=self.session.counters.step, overrides=overrides, setup=self._setup()
+            time=now,
+            from_step=self.session.counters.step,
+            overrides=overrides,
+            setup=self._setup(),
+            python_objects=python_objects(loaded),
         )
         return updated(
             meta,

@@ -79,11 +79,14 @@ def test_a_callback_stop_and_a_resume_end_like_an_uninterrupted_run(tmp_path):
         meta["status"] == "interrupted"
         and meta["overrides"][-1] == "reward.functions=[{fn: 'python-object:few_chars'}]"
     )
+    assert [item["name"] for item in meta["python_objects"]] == ["python-object:few_chars"]
 
     with pytest.raises(rlrun.RecipeError, match=r"reward.functions.0.fn.*pass the object again"):
         rlrun.resume(tmp_path / "stopped")  # the reward lived in this process only... unless named again
     resumed = rlrun.resume(tmp_path / "stopped", {"reward.functions": [few_chars]})
     assert (resumed.status, resumed.step) == ("finished", 4)
+    resumes = json.loads((tmp_path / "stopped" / "meta.json").read_text())["resumes"]
+    assert [item["name"] for item in resumes[-1]["python_objects"]] == ["python-object:few_chars"]
     assert without_clock(records(tmp_path / "stopped")) == without_clock(records(tmp_path / "straight"))
     with pytest.raises(rlrun.RunFinished, match="Nothing to resume"):
         rlrun.resume(tmp_path / "stopped", {"reward.functions": [few_chars]})
@@ -111,3 +114,21 @@ def test_an_existing_run_directory_is_refused_before_anything_loads(tmp_path):
     assert (tmp_path / "r" / "notes.txt").read_text() == "mine"
     with pytest.raises(TypeError, match="give them to rlrun.load_recipe"):
         rlrun.train(rlrun.load_recipe("grpo"), {"rollout.n": 4})
+
+
+def test_meta_json_records_the_python_objects_a_run_was_given(tmp_path):
+    from rlrun.records.record import PythonObject
+    from rlrun.training.run import python_objects
+
+    loaded = rlrun.load_recipe("grpo", {"reward.functions": [few_chars, json.dumps]})
+    assert python_objects(loaded) == [
+        PythonObject(
+            name="python-object:few_chars",
+            kind="function",
+            qualname="reward_of_length.<locals>.few_chars",
+            module=__name__,
+            not_reproducible="`reward_of_length.<locals>.few_chars` is made inside a function (a lambda or a "
+            "closure): no import path names it",
+        ),
+        PythonObject(name="json:dumps", kind="function", qualname="dumps", module="json"),
+    ]
