@@ -1,18 +1,24 @@
 """Python objects in a recipe given from Python: named, so the recipe stays plain data.
 
-`rlrun.load_recipe(..., overrides={"reward.functions": [score]})` may put a function or a class
-where a recipe names one by import path (a reward function, a tool, an environment class). Each
-becomes a name in the recipe (`name_objects`): its import path `module:qualname` when importing
-that gives back the very object (another process, or `rlrun resume` from the shell, imports it
-again), else a ``python-object:<name>`` that resolves only in this process, while the table
-of live objects the loaded recipe carries is in force (`rlrun.user_code.live_objects`). Only the
-keys of `OBJECT_KEYS` take an object, each of its kind; elsewhere an object is a located error.
-What was passed (`PassedObject.description`) goes into meta.json, with why the run cannot be
-trained again from its files alone when it cannot.
+`rlrun.load_recipe(..., overrides={"reward.functions": [score], "data.source": rows})` may put a
+function or a class where a recipe names one by import path (a reward function, a tool, an
+environment class), and rows (a list of dicts) where it names a data file. Each becomes a name in
+the recipe (`name_objects`): a function's or class's import path `module:qualname` when
+importing that gives back the very object (another process, or `rlrun resume` from the shell,
+imports it again), else a ``python-object:<name>`` that resolves only in this process, while the
+table of live objects the loaded recipe carries is in force (`rlrun.user_code.live_objects`).
+Rows are named by their content's hash (``python-object:data-<sha256 prefix>``), so a resume
+given other rows names other data and is refused as any change of data is. Only the keys of
+`OBJECT_KEYS` take an object, each of its kind; elsewhere an object is a located error. What was
+passed (`PassedObject.description`) goes into meta.json, with why the run cannot be trained
+again from its files alone when it cannot.
 """
 
 from __future__ import annotations
 
+import copy
+import hashlib
+import json
 import numbers
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
@@ -30,7 +36,7 @@ class PassedObject:
 
     reference: str
     value: Any
-    description: dict[str, Any]  # what meta.json records: kind, qualname, module
+    description: dict[str, Any]  # what meta.json records: kind, qualname, module (data: rows, sha256)
     not_reproducible: str | None  # why the run's files cannot bring it back; None: an import path names it
 
 
@@ -86,6 +92,8 @@ def name_objects(value: Any, at: KeyPath, named: Named, where: str) -> Any:
     object in it replaced by its name (module docstring); `where` says in messages where the
     value came from. Problems are added to `named.issues`; a refused object is REFUSED (its key is
     left out of a mapping)."""
+    if at in DATA_KEYS and _is_rows(value):
+        return _name_rows(value, named)
     if isinstance(value, Mapping):
         items = ((key, name_objects(item, (*at, key), named, where)) for key, item in value.items())
         return {key: item for key, item in items if item is not REFUSED}
@@ -114,6 +122,30 @@ def name_objects(value: Any, at: KeyPath, named: Named, where: str) -> Any:
         )
         return REFUSED
     return named.add(_describe(value), id(value))
+
+
+DATA_KEYS = (("data", "source"), ("data", "val_source"))  # take rows (a list of dicts) besides file names
+
+
+def _is_rows(value: Any) -> bool:
+    return isinstance(value, (list, tuple)) and bool(value) and all(isinstance(row, Mapping) for row in value)
+
+
+def _name_rows(given: list[Mapping[str, Any]] | tuple[Mapping[str, Any], ...], named: Named) -> str:
+    """Rows given as data, copied (changing the list afterwards changes nothing) and named by
+    their content."""
+    rows = [copy.deepcopy(dict(row)) for row in given]
+    digest = hashlib.sha256()
+    for row in rows:
+        digest.update(json.dumps(row, sort_keys=True, ensure_ascii=False, default=repr).encode() + b"\n")
+    sha256 = digest.hexdigest()
+    passed = PassedObject(
+        f"{LIVE_PREFIX}data-{sha256[:16]}",
+        rows,
+        {"kind": "data", "qualname": type(given).__name__, "rows": len(rows), "sha256": sha256},
+        f"{len(rows)} rows passed in memory: the run's files do not hold them",
+    )
+    return named.add(passed, passed.reference)  # the same content is the same data
 
 
 _NOT_PLAIN = object()

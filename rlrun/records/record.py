@@ -93,17 +93,21 @@ class Algorithm(_Record):
 
 
 class PythonObject(_Record):
-    """A function or class given to the run from Python (`rlrun.load_recipe`), under the name
+    """A function, a class or data given to the run from Python (`rlrun.load_recipe`), under the name
     its recipe holds."""
 
     name: str
     """The name in the recipe: its import path, or `python-object:<name>` (this process's only)."""
     kind: str
-    """function, class or object."""
+    """function, class, object or data (rows given as `data.source` / `data.val_source`)."""
     qualname: str
-    """Its qualified name (`score`, `make.<locals>.score`)."""
+    """Its qualified name (`score`, `make.<locals>.score`); data's type (`list`)."""
     module: str | None = None
     """The module that defined it (`__main__`: a script or a notebook)."""
+    rows: int | None = None
+    """Data's number of rows."""
+    sha256: str | None = None
+    """The hash of data's rows (each as JSON with sorted keys, a line), which names it."""
     not_reproducible: str | None = None
     """Why the run's files cannot bring it back (null: its import path does)."""
 

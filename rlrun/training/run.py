@@ -27,6 +27,7 @@ from rlrun.errors import ConfigIssue, RecipeError
 from rlrun.interrupt import StopRequests
 from rlrun.pathnames import folder_problem
 from rlrun.recipes import LoadedRecipe, algorithm_summary, load_recipe
+from rlrun.recipes.yaml_io import parse_document, read_text
 from rlrun.records import checkpoint as ckpt
 from rlrun.records.record import PythonObject, Resume, RunMeta, Setup
 from rlrun.records.rundir import (
@@ -60,6 +61,7 @@ from rlrun.training.metrics import sample_rows
 from rlrun.training.profiling import profiled_steps
 from rlrun.training.session import Session, TrainState, locked_changes, on_cpu
 from rlrun.training.sharding import gathered
+from rlrun.user_code import LIVE_PREFIX
 
 SAMPLES_PER_LOG = 16  # completions written to samples.jsonl / the W&B table each time
 # Below this many parameters a CPU run uses one intra-op thread: it is nearly as fast as several
@@ -166,6 +168,11 @@ def check_resume(run_dir: Path, loaded: LoadedRecipe) -> None:
         raise RunFinished(note)
     resolved = run_dir / RESOLVED
     if resolved.is_file():
+        # Data given from Python is named by its content: other rows are another name, which the
+        # run's own recipe, read next, could not even resolve in this process.
+        raw, _, _ = parse_document(read_text(resolved, "recipe", str(resolved)), str(resolved))
+        if issues := [i for i in locked_changes(raw, loaded.data) if LIVE_PREFIX in f"{i.expected}{i.found}"]:
+            raise RecipeError(issues)
         # The run's recipe as this rlrun resolves it: a key the rlrun that started the run did
         # not have yet reads as its default (the behaviour before the key) on both sides.
         issues = locked_changes(load_recipe(resolved, [], run_record=True).data, loaded.data)

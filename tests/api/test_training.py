@@ -132,3 +132,22 @@ def test_meta_json_records_the_python_objects_a_run_was_given(tmp_path):
         ),
         PythonObject(name="json:dumps", kind="function", qualname="dumps", module="json"),
     ]
+
+
+@pytest.mark.slow
+def test_rows_given_as_data_train_and_a_resume_with_other_rows_is_refused(tmp_path):
+    rows = [{"prompt": f"{a}+{b}=", "answer": str(a + b)} for a in range(10, 30) for b in range(10, 20)]
+    given = {**SMALL, "trainer.total_steps": 2, "data.source": rows, "data.val_source": rows[:20]}
+    result = rlrun.train("grpo", given, run_dir=tmp_path / "r")
+    assert (result.status, result.step) == ("finished", 2) and 0 <= result.metrics["val/accuracy"] <= 1
+    recorded = json.loads((tmp_path / "r" / "meta.json").read_text())["python_objects"]
+    assert [(item["kind"], item["rows"]) for item in recorded if item["kind"] == "data"] == [
+        ("data", 200),
+        ("data", 20),
+    ]
+    again = {"trainer.total_steps": 3, "reward.functions": [few_chars], "data.val_source": rows[:20]}
+    with pytest.raises(rlrun.RecipeError) as refused:
+        rlrun.resume(tmp_path / "r", {**again, "data.source": rows[:-1]})
+    (issue,) = refused.value.issues
+    assert (issue.key, issue.code) == ("data.source", "resume-changed")
+    assert rlrun.resume(tmp_path / "r", {**again, "data.source": rows}).step == 3

@@ -126,3 +126,16 @@ def test_to_yaml_writes_a_file_that_loads_back_as_the_recipe_and_never_overwrite
         loaded.to_yaml(written)
     plain = load_recipe("grpo", ["trainer.total_steps=9"])
     assert load_recipe(plain.to_yaml(tmp_path / "again.yaml")).data == plain.data
+
+
+def test_rows_given_as_data_are_checked_like_a_file_s_first_record(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    rows = [{"prompt": "1+1=", "answer": "2"}]
+    loaded = load_recipe("grpo", {"data.source": rows, "data.val_source": rows})
+    assert loaded.data["data"]["source"].startswith("python-object:data-")  # not made a path
+    assert loaded.data["data"]["val_source"] == loaded.data["data"]["source"]
+    with pytest.raises(RecipeError) as info:
+        load_recipe("grpo", {"data.source": [{"question": "1+1="}]})
+    (issue,) = info.value.issues
+    assert (issue.place, issue.code) == ("overrides from Python, `data.source`", "data-unusable")
+    assert "the first record has no 'prompt' (keys: question)" in issue.message

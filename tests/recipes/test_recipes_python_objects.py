@@ -71,3 +71,20 @@ def test_plain_values_stay_plain():
         "x": None,
     }
     assert named.passed == {} and named.issues == []
+
+
+def test_rows_are_copied_and_named_by_their_content():
+    rows = [{"prompt": "1+1=", "answer": "2"}, {"prompt": "2+2=", "answer": "4"}]
+    named = Named()
+    name = name_objects(rows, ("data", "source"), named, "here")
+    assert name == name_objects(
+        [dict(row) for row in rows], ("data", "val_source"), named, "here"
+    )  # same content
+    rows[0]["answer"] = "3"  # changing the list afterwards changes nothing
+    passed = named.passed[name]
+    assert passed.value == [{"prompt": "1+1=", "answer": "2"}, {"prompt": "2+2=", "answer": "4"}]
+    assert (
+        passed.description["rows"] == 2 and name == "python-object:data-" + passed.description["sha256"][:16]
+    )
+    assert name_objects(rows, ("data", "source"), named, "here") != name  # other content, other name
+    assert name_objects(["a.jsonl", "b.jsonl"], ("data", "source"), named, "here") == ["a.jsonl", "b.jsonl"]
