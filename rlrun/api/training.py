@@ -17,6 +17,7 @@ from rlrun.recipes import load_recipe as load_run_recipe
 from rlrun.recipes.agent import refuse_episodes_until_trained
 from rlrun.records import checkpoint as ckpt
 from rlrun.records.rundir import RESOLVED, read_metrics
+from rlrun.records.sinks import Say
 from rlrun.training.callbacks import Callback
 from rlrun.training.run import Run, RunOptions, check_run_dir
 from rlrun.training.run import train as run_training
@@ -61,9 +62,15 @@ def train(
         loaded = load_recipe(recipe, overrides)
     where = None if run_dir is None else Path(run_dir)
     options = RunOptions(run_dir=where, name=name, overwrite=overwrite, run_dir_key="run_dir")
+    check_trainable(loaded, options)
+    return _result(train_loaded(loaded, options, say=_say, callbacks=callbacks))
+
+
+def check_trainable(loaded: LoadedRecipe, options: RunOptions) -> None:
+    """Refuse (RecipeError), before anything loads, what `rlrun train` and `rlrun.train` cannot
+    train: an enabled agent (until the step runs episodes), a run directory that cannot be made."""
     refuse_episodes_until_trained(loaded.recipe, loaded.provenance)
     check_run_dir(loaded, options)
-    return _trained(loaded, options, callbacks)
 
 
 def resume(
@@ -81,17 +88,30 @@ def resume(
     run_dir = Path(run_dir)
     if isinstance(overrides, str):
         overrides = [overrides]
-    loaded = load_run_recipe(run_dir / RESOLVED, overrides if overrides is not None else (), run_record=True)
-    refuse_episodes_until_trained(loaded.recipe, loaded.provenance)
+    loaded = load_run(run_dir, overrides if overrides is not None else ())
     options = RunOptions(run_dir=run_dir, resume=True, restart=restart, run_dir_key="")
-    return _trained(loaded, options, callbacks)
+    return _result(train_loaded(loaded, options, say=_say, callbacks=callbacks))
 
 
-def _trained(loaded: LoadedRecipe, options: RunOptions, callbacks: Sequence[Callback]) -> TrainResult:
+def load_run(run_dir: Path, overrides: Mapping[str, Any] | Sequence[str]) -> LoadedRecipe:
+    """The recipe a run was started with (its resolved.yaml, perhaps of an earlier rlrun) with
+    `overrides`, refused (RecipeError) where `rlrun resume` and `rlrun.resume` cannot train it."""
+    loaded = load_run_recipe(run_dir / RESOLVED, overrides, run_record=True)
+    refuse_episodes_until_trained(loaded.recipe, loaded.provenance)
+    return loaded
+
+
+def train_loaded(
+    loaded: LoadedRecipe, options: RunOptions, *, say: Say, callbacks: Sequence[Callback] = ()
+) -> Run:
+    """Train (or resume) a checked recipe in this process, the Python objects it was given in
+    force, then end its process group: what `rlrun train`, `rlrun resume` and `rlrun.train` share.
+    Returns the finished or stopped run; raises what ended a failed one."""
     with live_objects(loaded.live_table()):
-        run = run_training(loaded, options, say=_say, overrides=loaded.overrides, callbacks=callbacks)
+        run = run_training(loaded, options, say=say, overrides=loaded.overrides, callbacks=callbacks)
+    # the rollout engine too: vLLM tears down its own groups when it closes
     release_process_group(run.session.generation.engine, meet=run.ended_at_step_boundary)
-    return _result(run)
+    return run
 
 
 def _result(run: Run) -> TrainResult:
