@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from rlrun.api.recipes import load_recipe
-from rlrun.launch import release_process_group
+from rlrun.launch import launch_topology, release_process_group
 from rlrun.recipes import LoadedRecipe
 from rlrun.recipes import load_recipe as load_run_recipe
 from rlrun.recipes.agent import refuse_episodes_until_trained
@@ -63,6 +63,7 @@ def train(
     where = None if run_dir is None else Path(run_dir)
     options = RunOptions(run_dir=where, name=name, overwrite=overwrite, run_dir_key="run_dir")
     check_trainable(loaded, options)
+    launch_topology(loaded, {})  # one process: a sharding trainer.strategy is refused, as by `rlrun train`
     return _result(train_loaded(loaded, options, say=_say, callbacks=callbacks))
 
 
@@ -89,6 +90,7 @@ def resume(
     if isinstance(overrides, str):
         overrides = [overrides]
     loaded = load_run(run_dir, overrides if overrides is not None else ())
+    launch_topology(loaded, {})
     options = RunOptions(run_dir=run_dir, resume=True, restart=restart, run_dir_key="")
     return _result(train_loaded(loaded, options, say=_say, callbacks=callbacks))
 

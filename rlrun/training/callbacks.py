@@ -67,7 +67,8 @@ class Callback:
         without `step` and the clock)."""
 
     def on_train_end(self, state: RunState) -> None:
-        """When the run finished or was stopped (`state.status`), after its end is recorded."""
+        """When the run finished or was stopped (`state.status`), after its end is recorded (a raise
+        here reaches the caller; the record stays as the run ended)."""
 
 
 class CallbackError(RuntimeError):

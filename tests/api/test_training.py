@@ -151,3 +151,9 @@ def test_rows_given_as_data_train_and_a_resume_with_other_rows_is_refused(tmp_pa
     (issue,) = refused.value.issues
     assert (issue.key, issue.code) == ("data.source", "resume-changed")
     assert rlrun.resume(tmp_path / "r", {**again, "data.source": rows}).step == 3
+
+
+def test_a_sharding_strategy_is_refused_in_this_one_process(tmp_path):
+    with pytest.raises(rlrun.RecipeError, match="trainer.strategy"):
+        rlrun.train("grpo", {**SMALL, "trainer.strategy": "fsdp2"}, run_dir=tmp_path / "r")
+    assert not (tmp_path / "r").exists()
