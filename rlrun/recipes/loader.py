@@ -119,6 +119,10 @@ def load_recipe(
     with live_objects(live_table(named.passed)):
         loaded = _validated(layers, shown, overrides, issues, strict, environment, import_modules, run_record)
     recipe, provenance, notices = loaded
+    if recipe.model.tokenizer is None and any(
+        p.description["kind"] == "model" for p in named.passed.values()
+    ):
+        raise RecipeError([_tokenizer_needed(provenance)])
     if source_text is None:  # read once validated: read_chain has reported a file it cannot read
         source_text = path.read_text()
     return LoadedRecipe(
@@ -130,6 +134,16 @@ def load_recipe(
         source_text,
         dict(named.passed),
         texts,
+    )
+
+
+def _tokenizer_needed(provenance: Provenance) -> ConfigIssue:
+    """A model given from Python is written without a tokenizer: the recipe must name one."""
+    return provenance.issue(
+        ("model", "path"),
+        "a model given from Python is written to a folder of its own without a tokenizer",
+        code="python-object",
+        fix="name its tokenizer in `model.tokenizer` (a folder, a hub id, or rlrun:<name>)",
     )
 
 

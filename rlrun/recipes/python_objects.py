@@ -8,7 +8,10 @@ importing that gives back the very object (another process, or `rlrun resume` fr
 imports it again), else a ``python-object:<name>`` that resolves only in this process, while the
 table of live objects the loaded recipe carries is in force (`rlrun.user_code.live_objects`).
 Rows are named by their content's hash (``python-object:data-<sha256 prefix>``), so a resume
-given other rows names other data and is refused as any change of data is. Only the keys of
+given other rows names other data and is refused as any change of data is. A loaded model or
+tokenizer (`model.path`, `model.tokenizer`) is written as `save_pretrained` writes it into a
+folder of rlrun's cache named by the written files' hash, which the recipe then names: a recipe
+names models by folder, and a resume or another process loads the very same weights. Only the keys of
 `OBJECT_KEYS` take an object, each of its kind; elsewhere an object is a located error. What was
 passed (`PassedObject.description`) goes into meta.json, with why the run cannot be trained
 again from its files alone when it cannot.
@@ -20,11 +23,14 @@ import copy
 import hashlib
 import json
 import numbers
+import shutil
+import tempfile
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
-from pathlib import PurePath
+from pathlib import Path, PurePath
 from typing import Any
 
+from rlrun.embedded.gguf import cache_root, file_sha256
 from rlrun.errors import ConfigIssue
 from rlrun.recipes.keys import KeyPath, dotted
 from rlrun.user_code import LIVE_PREFIX, import_path_of
@@ -48,14 +54,27 @@ class Slot:
     expected: str
 
 
+def _derives_from(value: Any, class_name: str) -> bool:
+    """Whether `value` is an instance of a class named `class_name` (transformers' base classes,
+    recognised without importing transformers)."""
+    return any(cls.__name__ == class_name for cls in type(value).__mro__)
+
+
 _FUNCTION = Slot(callable, "a function")
 _CLASS = Slot(lambda value: isinstance(value, type), "a class")
+_MODEL = Slot(
+    lambda value: _derives_from(value, "PreTrainedModel"), "a loaded transformers model (PreTrainedModel)"
+)
+_TOKENIZER = Slot(
+    lambda value: _derives_from(value, "PreTrainedTokenizerBase"), "a loaded transformers tokenizer"
+)
 ANY = "*"  # any list index or mapping key in an OBJECT_KEYS pattern
 OBJECT_KEYS: dict[KeyPath, Slot] = {
     ("reward", "functions", ANY, "fn"): _FUNCTION,
     ("agent", "tools", ANY): _FUNCTION,
     ("agent", "environment"): _CLASS,
     ("agent", "environments", ANY): _CLASS,
+    ("model", "path"): _MODEL,
 }
 
 
@@ -121,6 +140,8 @@ def name_objects(value: Any, at: KeyPath, named: Named, where: str) -> Any:
             )
         )
         return REFUSED
+    if slot is _MODEL:
+        return named.add(_saved(value), id(value))
     return named.add(_describe(value), id(value))
 
 
@@ -187,3 +208,24 @@ def live_table(passed: Mapping[str, PassedObject]) -> dict[str, Any]:
     """The ``python-object:`` names of `passed` and their objects (what `user_code.live_objects`
     takes): the objects no import path brings back."""
     return {name: p.value for name, p in passed.items() if name.startswith(LIVE_PREFIX)}
+
+
+def _saved(value: Any) -> PassedObject:
+    """A loaded model written into rlrun's cache, named by the folder (module docstring)."""
+    root = cache_root() / "python-objects"
+    root.mkdir(parents=True, exist_ok=True)
+    written = Path(tempfile.mkdtemp(dir=root, prefix=".writing-"))
+    try:
+        value.save_pretrained(written)  # safetensors: transformers' default
+        digest = hashlib.sha256()
+        for file in sorted(written.rglob("*")):
+            if file.is_file():
+                digest.update(f"{file.relative_to(written)}\n{file_sha256(file)}\n".encode())
+        sha256 = digest.hexdigest()
+        folder = root / f"model-{sha256[:16]}"
+        if not folder.is_dir():  # the same content is already there: keep it
+            written.rename(folder)
+    finally:
+        shutil.rmtree(written, ignore_errors=True)
+    description = {"kind": "model", "qualname": type(value).__name__, "sha256": sha256}
+    return PassedObject(str(folder), value, description, None)

@@ -99,15 +99,17 @@ class PythonObject(_Record):
     name: str
     """The name in the recipe: its import path, or `python-object:<name>` (this process's only)."""
     kind: str
-    """function, class, object or data (rows given as `data.source` / `data.val_source`)."""
+    """function, class, object, data (rows given as `data.source` / `data.val_source`) or model
+    (written to the cache folder `name`)."""
     qualname: str
-    """Its qualified name (`score`, `make.<locals>.score`); data's type (`list`)."""
+    """Its qualified name (`score`, `make.<locals>.score`); data's type (`list`); a model's class."""
     module: str | None = None
     """The module that defined it (`__main__`: a script or a notebook)."""
     rows: int | None = None
     """Data's number of rows."""
     sha256: str | None = None
-    """The hash of data's rows (each as JSON with sorted keys, a line), which names it."""
+    """The hash of data's rows (each as JSON with sorted keys, a line), or of a model's written
+    files (each file's name and hash, a line), which names it."""
     not_reproducible: str | None = None
     """Why the run's files cannot bring it back (null: its import path does)."""
 

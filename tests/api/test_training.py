@@ -157,3 +157,23 @@ def test_a_sharding_strategy_is_refused_in_this_one_process(tmp_path):
     with pytest.raises(rlrun.RecipeError, match="trainer.strategy"):
         rlrun.train("grpo", {**SMALL, "trainer.strategy": "fsdp2"}, run_dir=tmp_path / "r")
     assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.slow
+def test_a_loaded_model_trains_and_the_run_resumes_from_its_files_alone(tmp_path, monkeypatch):
+    from transformers import AutoModelForCausalLM
+
+    from rlrun.embedded import resolve_model_path
+
+    monkeypatch.setenv("RLRUN_CACHE", str(tmp_path / "cache"))
+    model = AutoModelForCausalLM.from_pretrained(resolve_model_path("rlrun:tiny-base"))
+    given = {**SMALL, "trainer.total_steps": 2, "model.path": model, "model.tokenizer": "rlrun:tiny-base"}
+    assert rlrun.train("grpo", given, run_dir=tmp_path / "r").status == "finished"
+    (recorded,) = [
+        o
+        for o in json.loads((tmp_path / "r" / "meta.json").read_text())["python_objects"]
+        if o["kind"] == "model"
+    ]
+    assert recorded["qualname"] == "Qwen2ForCausalLM" and recorded["not_reproducible"] is None
+    resumed = rlrun.resume(tmp_path / "r", {"trainer.total_steps": 3, "reward.functions": [few_chars]})
+    assert resumed.step == 3  # the model is its cache folder: nothing to give again

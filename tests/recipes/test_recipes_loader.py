@@ -139,3 +139,19 @@ def test_rows_given_as_data_are_checked_like_a_file_s_first_record(tmp_path, mon
     (issue,) = info.value.issues
     assert (issue.place, issue.code) == ("overrides from Python, `data.source`", "data-unusable")
     assert "the first record has no 'prompt' (keys: question)" in issue.message
+
+
+def test_a_model_given_from_python_needs_its_tokenizer_named(tmp_path, monkeypatch):
+    from transformers import AutoModelForCausalLM
+
+    from rlrun.embedded import resolve_model_path
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("RLRUN_CACHE", str(tmp_path / "cache"))
+    model = AutoModelForCausalLM.from_pretrained(resolve_model_path("rlrun:tiny-base"))
+    with pytest.raises(RecipeError) as info:
+        load_recipe("grpo", {"model.path": model})
+    (issue,) = info.value.issues
+    assert issue.place == "overrides from Python, `model.path`" and "without a tokenizer" in issue.message
+    loaded = load_recipe("grpo", {"model.path": model, "model.tokenizer": "rlrun:tiny-base"})
+    assert loaded.data["model"]["path"].startswith(str(tmp_path / "cache" / "python-objects" / "model-"))

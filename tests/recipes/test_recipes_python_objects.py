@@ -88,3 +88,31 @@ def test_rows_are_copied_and_named_by_their_content():
     )
     assert name_objects(rows, ("data", "source"), named, "here") != name  # other content, other name
     assert name_objects(["a.jsonl", "b.jsonl"], ("data", "source"), named, "here") == ["a.jsonl", "b.jsonl"]
+
+
+def test_a_loaded_model_is_written_to_a_cache_folder_named_by_its_content(tmp_path, monkeypatch):
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from rlrun.embedded import resolve_model_path
+
+    monkeypatch.setenv("RLRUN_CACHE", str(tmp_path))
+    model = AutoModelForCausalLM.from_pretrained(resolve_model_path("rlrun:tiny-base"))
+    named = Named()
+    folder = name_objects(model, ("model", "path"), named, "here")
+    passed = named.passed[folder]
+    assert folder == str(tmp_path / "python-objects" / f"model-{passed.description['sha256'][:16]}")
+    assert passed.not_reproducible is None and live_table(named.passed) == {}  # a folder brings it back
+    again = AutoModelForCausalLM.from_pretrained(folder)
+    assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), again.state_dict().values()))
+    assert (
+        name_objects(again, ("model", "path"), Named(), "here") == folder
+    )  # the same weights, the same folder
+    with torch.no_grad():
+        next(again.parameters()).add_(1.0)
+    assert name_objects(again, ("model", "path"), Named(), "here") != folder
+    refused = Named()
+    name_objects(model, ("reward", "model"), refused, "here")
+    assert [i.key for i in refused.issues] == ["reward.model"]
+    name_objects(Environment, ("model", "path"), refused, "here")
+    assert "`model.path` takes a loaded transformers model" in refused.issues[1].message
