@@ -141,7 +141,15 @@ def name_objects(value: Any, at: KeyPath, named: Named, where: str) -> Any:
         )
         return REFUSED
     if slot is _MODEL:
-        return named.add(_saved(value), id(value))
+        try:
+            return named.add(_saved(value), id(value))
+        except OSError as exc:  # a full disk, a cache folder this user cannot write
+            message = f"the model cannot be written to rlrun's cache ({cache_root()}): {exc}"
+            fix = "free space there, or point $RLRUN_CACHE at a folder with room"
+            named.issues.append(
+                ConfigIssue(message, key=dotted(at), code="python-object", file=where, fix=fix)
+            )
+            return REFUSED
     return named.add(_describe(value), id(value))
 
 

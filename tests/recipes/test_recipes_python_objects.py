@@ -116,3 +116,20 @@ def test_a_loaded_model_is_written_to_a_cache_folder_named_by_its_content(tmp_pa
     assert [i.key for i in refused.issues] == ["reward.model"]
     name_objects(Environment, ("model", "path"), refused, "here")
     assert "`model.path` takes a loaded transformers model" in refused.issues[1].message
+
+
+def test_a_model_that_cannot_be_written_is_a_located_error(tmp_path, monkeypatch):
+    from transformers import AutoModelForCausalLM
+
+    from rlrun.embedded import resolve_model_path
+
+    (tmp_path / "file").write_text("in the way")
+    monkeypatch.setenv("RLRUN_CACHE", str(tmp_path / "file"))  # a file where the cache folder would be
+    named = Named()
+    model = AutoModelForCausalLM.from_pretrained(resolve_model_path("rlrun:tiny-base"))
+    assert name_objects({"path": model}, ("model",), named, "here") == {}
+    (issue,) = named.issues
+    assert (issue.key, issue.file) == (
+        "model.path",
+        "here",
+    ) and "cannot be written to rlrun's cache" in issue.message
