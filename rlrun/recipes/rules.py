@@ -23,6 +23,7 @@ from rlrun.schema import Recipe
 from rlrun.schema.data import PROMPT_PLACEHOLDER
 from rlrun.schema.reward import RewardModel
 from rlrun.schema.rollout import VLLM_TEMPERATURE
+from rlrun.user_code import ImportPathError, is_live_name
 
 Rule = Callable[[Recipe, Provenance], Iterator[ConfigIssue]]
 ERROR_RULES: list[Rule] = []
@@ -325,7 +326,8 @@ def data_files_exist(recipe: Recipe, provenance: Provenance) -> Iterator[ConfigI
         if is_split_source(source) or unset_variables(source):  # the unset variable is the error
             continue
         path = ("data", key) if index is None else ("data", key, index)
-        if source.startswith("rlrun:") or not source.endswith(FILE_SUFFIXES):
+        live = is_live_name(source)  # rows given from Python
+        if not live and (source.startswith("rlrun:") or not source.endswith(FILE_SUFFIXES)):
             yield provenance.issue(
                 path,
                 "not a data source rlrun can read",
@@ -334,7 +336,7 @@ def data_files_exist(recipe: Recipe, provenance: Provenance) -> Iterator[ConfigI
                 found=show_value(source),
                 fix="name a data source of one of these kinds",
             )
-        elif not Path(source).is_file():
+        elif not live and not Path(source).is_file():
             yield provenance.issue(
                 path,
                 "the data file does not exist (a relative path starts at the folder of the recipe that "
@@ -351,10 +353,12 @@ def data_files_exist(recipe: Recipe, provenance: Provenance) -> Iterator[ConfigI
                 at_line = f", line {err.line}" if err.line is not None else ""
                 yield provenance.issue(
                     path,
-                    f"the data file {display_path(Path(source))}{at_line}: {err.reason}",
+                    f"the data {source if live else 'file ' + display_path(Path(source))}{at_line}: {err.reason}",
                     code="data-unusable",
-                    fix="correct the data file, or the data keys of the recipe",
+                    fix=f"correct the {'rows' if live else 'data file'}, or the data keys of the recipe",
                 )
+            except ImportPathError as err:  # rows another process was given
+                yield provenance.issue(path, str(err), code="python-object", found=show_value(source))
 
 
 @error_rule
