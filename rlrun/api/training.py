@@ -4,21 +4,24 @@ anything loads, and train through the same `rlrun.training.run.train`."""
 
 from __future__ import annotations
 
+import subprocess
 import sys
+import tempfile
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from rlrun.api.recipes import load_recipe
+from rlrun.errors import ConfigIssue, RecipeError
 from rlrun.launch import launch_topology, release_process_group
 from rlrun.recipes import LoadedRecipe
 from rlrun.recipes import load_recipe as load_run_recipe
 from rlrun.records import checkpoint as ckpt
-from rlrun.records.rundir import RESOLVED, read_metrics
+from rlrun.records.rundir import CHECKPOINTS, META, METRICS, RESOLVED, read_meta, read_metrics
 from rlrun.records.sinks import Say
 from rlrun.training.callbacks import Callback
-from rlrun.training.run import Run, RunOptions, check_run_dir
+from rlrun.training.run import Run, RunOptions, check_run_dir, default_run_dir
 from rlrun.training.run import train as run_training
 from rlrun.user_code import live_objects
 
@@ -47,12 +50,17 @@ def train(
     name: str | None = None,
     overwrite: bool = False,
     callbacks: Sequence[Callback] = (),
+    num_processes: int = 1,
 ) -> TrainResult:
     """Train a recipe (a loaded one, or what `rlrun.load_recipe` takes, with `overrides`) into
     `run_dir` (default `<trainer.output_dir>/<name>`, as `rlrun train`): an existing run
     directory is refused unless `overwrite`. Raises `rlrun.RecipeError` before anything loads when
     the recipe or the directory cannot be used, `CallbackError` when a callback raised, and the
-    run's own error when it failed."""
+    run's own error when it failed.
+
+    `num_processes` > 1 trains as `rlrun train --num-processes N` does, in processes launched for
+    it (`trainer.strategy` says how): the recipe reaches them as a file, so every object it names
+    must be importable there, and callbacks, which run in this process, are refused."""
     if isinstance(recipe, LoadedRecipe):
         if overrides:
             raise TypeError("a loaded recipe takes no overrides: give them to rlrun.load_recipe")
@@ -62,8 +70,60 @@ def train(
     where = None if run_dir is None else Path(run_dir)
     options = RunOptions(run_dir=where, name=name, overwrite=overwrite, run_dir_key="run_dir")
     check_run_dir(loaded, options)
-    launch_topology(loaded, {})  # one process: a sharding trainer.strategy is refused, as by `rlrun train`
+    # one process: a sharding trainer.strategy is refused, as by `rlrun train`
+    topology = launch_topology(loaded, {"num_processes": num_processes})
+    if topology is not None:
+        return _launched(
+            loaded, default_run_dir(loaded, options), num_processes, callbacks, overwrite=overwrite
+        )
     return _result(train_loaded(loaded, options, say=_say, callbacks=callbacks))
+
+
+class LaunchedRunFailed(RuntimeError):
+    """A run trained in launched processes did not finish; its run directory says why."""
+
+
+def _launched(
+    loaded: LoadedRecipe, run_dir: Path, num_processes: int, callbacks: Sequence[Callback], *, overwrite: bool
+) -> TrainResult:
+    """`rlrun train RECIPE --num-processes N` on the recipe written as a file, then its result."""
+    if callbacks:
+        raise ValueError(
+            "callbacks run in the calling process, and with num_processes > 1 the run trains in processes "
+            "launched for it: train in this process, or read the run's metrics.jsonl as it grows"
+        )
+    live = [
+        (name, passed.not_reproducible) for name, passed in loaded.objects.items() if passed.not_reproducible
+    ]
+    if live:
+        raise RecipeError(
+            [
+                ConfigIssue(
+                    f"`{name}` cannot reach the launched processes: {why}",
+                    code="python-object",
+                    fix="pass an object an import path names (a module-level function or class), or train in "
+                    "this process (num_processes=1)",
+                )
+                for name, why in live
+            ]
+        )
+    with tempfile.TemporaryDirectory(prefix="rlrun-recipe-") as folder:
+        recipe = loaded.to_yaml(Path(folder) / f"{loaded.source_path.stem}.yaml")
+        command = [sys.executable, "-m", "rlrun", "train", str(recipe), "--run-dir", str(run_dir)]
+        command += ["--num-processes", str(num_processes), *(["--overwrite"] if overwrite else [])]
+        code = subprocess.run(command, check=False).returncode
+    meta = read_meta(run_dir / META) if (run_dir / META).is_file() else None
+    if code != 0 or meta is None or meta.status not in ("finished", "interrupted"):
+        raise LaunchedRunFailed(
+            f"the run in {num_processes} processes exited {code}"
+            + (
+                f" with status {meta.status!r}: {run_dir} holds what it wrote"
+                if meta
+                else " before it started"
+            )
+        )
+    rows = read_metrics(run_dir / METRICS, [])
+    return _record(run_dir, meta.status, rows)
 
 
 def resume(
@@ -107,12 +167,16 @@ def train_loaded(
 
 
 def _result(run: Run) -> TrainResult:
-    rows = read_metrics(run.dir.metrics_file, [])
-    saved = ckpt.list_checkpoints(run.dir.checkpoints)
+    result = _record(run.dir.path, run.status, read_metrics(run.dir.metrics_file, []))
+    return replace(result, step=run.session.counters.step)
+
+
+def _record(run_dir: Path, status: str, rows: list[dict[str, Any]]) -> TrainResult:
+    saved = ckpt.list_checkpoints(run_dir / CHECKPOINTS)
     return TrainResult(
-        run_dir=run.dir.path,
-        status=run.status,
-        step=run.session.counters.step,
+        run_dir=run_dir,
+        status=status,
+        step=int(rows[-1]["step"]) if rows else 0,
         metrics=rows[-1] if rows else {},
         checkpoint=saved[-1][1] if saved else None,
     )

@@ -159,6 +159,30 @@ def test_a_sharding_strategy_is_refused_in_this_one_process(tmp_path):
     assert not (tmp_path / "r").exists()
 
 
+IMPORTABLE = {**SMALL, "reward.functions": [{"fn": "rlrun:exact_match"}], "trainer.total_steps": 2}
+
+
+@pytest.mark.slow
+def test_several_processes_train_as_the_command_does(tmp_path):
+    """num_processes=2: `rlrun train --num-processes 2` on the recipe written as a file (DDP over
+    gloo here); the result is read from the run's record."""
+    result = rlrun.train("grpo", IMPORTABLE, run_dir=tmp_path / "r", num_processes=2)
+    assert (result.status, result.step, result.run_dir) == ("finished", 2, tmp_path / "r")
+    meta = json.loads((tmp_path / "r" / "meta.json").read_text())
+    assert (meta["setup"]["processes"], meta["setup"]["strategy"]) == (2, "ddp")
+    assert result.metrics == records(tmp_path / "r")[-1] and result.checkpoint.name == "step_000002"
+
+
+def test_several_processes_take_no_callbacks_and_no_object_an_import_path_cannot_bring(tmp_path):
+    with pytest.raises(ValueError, match="callbacks run in the calling process"):
+        rlrun.train("grpo", IMPORTABLE, run_dir=tmp_path / "a", num_processes=2, callbacks=[StopAt(1)])
+    with pytest.raises(rlrun.RecipeError, match="cannot reach the launched processes"):
+        rlrun.train("grpo", SMALL, run_dir=tmp_path / "b", num_processes=2)  # few_chars is a closure
+    with pytest.raises(rlrun.RecipeError, match="--num-processes"):
+        rlrun.train("grpo", IMPORTABLE, run_dir=tmp_path / "c", num_processes=3)  # 4 prompts over 3
+    assert not any(tmp_path.iterdir())
+
+
 @pytest.mark.slow
 def test_a_loaded_model_trains_and_the_run_resumes_from_its_files_alone(tmp_path, monkeypatch):
     from transformers import AutoModelForCausalLM
