@@ -81,29 +81,40 @@ def test_training_with_importance_sampling_records_the_engine_and_ends_clean(tmp
     assert len(weights) == 2 and all(abs(w - 1) < 1e-3 for w in weights), weights
 
 
+def _trained_from_the_repository(*args: str, run_dir: Path) -> list[dict]:
+    """`rlrun train ARGS` from the repository (whose examples and test fixtures a recipe names by
+    import path) into `run_dir`, asserted to exit 0; the rows of its steps after step 0."""
+    run = rlrun("train", *args, "--run-dir", str(run_dir), cwd=Path(__file__).resolve().parents[2])
+    _, err = run.communicate(timeout=1800)
+    assert run.returncode == 0, err[-3000:]
+    rows = [_flat(json.loads(line)) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    return [r for r in rows if r["step"] > 0]
+
+
 def test_an_agents_episodes_train_on_vllm_with_the_samplers_log_probs_as_the_trainers(tmp_path):
-    """Episodes of a reset/step environment (tests/agents/envs_fixture.py:Recheck, named by import
-    path from the repository) on vLLM: its conversation resubmits each row's ids every turn; the
-    importance weights over the sampled tokens are 1, so its log-probs are the trainer's there."""
-    repo = Path(__file__).resolve().parents[2]
+    """Episodes of a reset/step environment (tests/agents/envs_fixture.py:Recheck) on vLLM: its
+    conversation resubmits each row's ids every turn; the importance weights over the sampled
+    tokens are 1, so its log-probs are the trainer's there."""
     agent = 'agent={enabled: true, format: plain, environment: "tests.agents.envs_fixture:Recheck", max_turns: 3, max_turn_tokens: 8}'
-    run = rlrun(
-        "train",
-        *TRAIN,
-        agent,
+    overrides = [
         "rollout.max_response_tokens=64",
         "trainer.total_steps=2",
         "rollout.importance_sampling.level=token",
-        "--run-dir",
-        str(tmp_path / "run"),
-        cwd=repo,
-    )
-    _, err = run.communicate(timeout=1200)
-    assert run.returncode == 0, err[-3000:]
-    rows = [_flat(json.loads(line)) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
-    trained = [r for r in rows if r["step"] > 0]
+    ]
+    trained = _trained_from_the_repository(*TRAIN, agent, *overrides, run_dir=tmp_path / "run")
     assert len(trained) == 2 and all(r["episode/turns/mean"] >= 1 for r in trained)
     assert all(abs(r["sampling/is_mean"] - 1) < 1e-3 for r in trained)
+
+
+@pytest.mark.parametrize("example", ["calculator", "abacus"])
+def test_trl_style_tools_and_environments_train_on_vllm(example, tmp_path):
+    """examples/agents: a typed tool function (rlrun:calculator) and a TRL environment_factory
+    class (Abacus), unchanged from TRL's form, on SmolLM2 in the chat-template format with tools."""
+    small = ["trainer.total_steps=1", "trainer.prompts_per_step=2", "rollout.n=2", "actor.mini_batch_samples=4",
+             "actor.micro_batch_samples=2", "trainer.eval.prompts=2", "rollout.max_response_tokens=96"]  # fmt: skip
+    recipe = f"examples/agents/{example}.yaml"
+    (row,) = _trained_from_the_repository(recipe, "rollout.engine=vllm", *small, run_dir=tmp_path / "run")
+    assert row["episode/turns/mean"] >= 1
 
 
 def test_a_step_with_more_prompt_tokens_than_one_vllm_step_computes_trains(tmp_path):
