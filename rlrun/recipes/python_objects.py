@@ -2,8 +2,8 @@
 
 `rlrun.load_recipe(..., overrides={"reward.functions": [score], "data.source": rows})` may put a
 function or a class where a recipe names one by import path (a reward function, a tool, an
-environment class), and rows (a list of dicts) where it names a data file. Each becomes a name in
-the recipe (`name_objects`): a function's or class's import path `module:qualname` when
+environment class), and rows (a list of dicts, or a `datasets.Dataset`) where it names a data
+file. Each becomes a name in the recipe (`name_objects`): a function's or class's import path `module:qualname` when
 importing that gives back the very object (another process, or `rlrun resume` from the shell,
 imports it again), else a ``python-object:<name>`` that resolves only in this process, while the
 table of live objects the loaded recipe carries is in force (`rlrun.user_code.live_objects`).
@@ -113,6 +113,8 @@ def name_objects(value: Any, at: KeyPath, named: Named, where: str) -> Any:
     left out of a mapping)."""
     if at in DATA_KEYS and _is_rows(value):
         return _name_rows(value, named)
+    if at in DATA_KEYS and _derives_from(value, "Dataset") and hasattr(value, "to_list"):
+        return _name_rows(value.to_list(), named, kind=type(value).__name__)  # a `datasets.Dataset`
     if isinstance(value, Mapping):
         items = ((key, name_objects(item, (*at, key), named, where)) for key, item in value.items())
         return {key: item for key, item in items if item is not REFUSED}
@@ -160,9 +162,11 @@ def _is_rows(value: Any) -> bool:
     return isinstance(value, (list, tuple)) and bool(value) and all(isinstance(row, Mapping) for row in value)
 
 
-def _name_rows(given: list[Mapping[str, Any]] | tuple[Mapping[str, Any], ...], named: Named) -> str:
-    """Rows given as data, copied (changing the list afterwards changes nothing) and named by
-    their content."""
+def _name_rows(
+    given: list[Mapping[str, Any]] | tuple[Mapping[str, Any], ...], named: Named, *, kind: str | None = None
+) -> str:
+    """Rows given as data (`kind`: what held them, default the sequence's type), copied (changing
+    them afterwards changes nothing) and named by their content."""
     rows = [copy.deepcopy(dict(row)) for row in given]
     digest = hashlib.sha256()
     for row in rows:
@@ -171,7 +175,7 @@ def _name_rows(given: list[Mapping[str, Any]] | tuple[Mapping[str, Any], ...], n
     passed = PassedObject(
         f"{LIVE_PREFIX}data-{sha256[:16]}",
         rows,
-        {"kind": "data", "qualname": type(given).__name__, "rows": len(rows), "sha256": sha256},
+        {"kind": "data", "qualname": kind or type(given).__name__, "rows": len(rows), "sha256": sha256},
         f"{len(rows)} rows passed in memory: the run's files do not hold them",
     )
     return named.add(passed, passed.reference)  # the same content is the same data

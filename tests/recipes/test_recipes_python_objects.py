@@ -3,6 +3,8 @@ object back, else a python-object: name), accepted only at the keys that take it
 
 import json
 
+import pytest
+
 from rlrun.recipes.python_objects import Named, live_table, name_objects
 
 
@@ -133,3 +135,14 @@ def test_a_model_that_cannot_be_written_is_a_located_error(tmp_path, monkeypatch
         "model.path",
         "here",
     ) and "cannot be written to rlrun's cache" in issue.message
+
+
+def test_a_datasets_dataset_is_its_rows():
+    """A `datasets.Dataset` (TRL's train_dataset) given as data is named as its rows would be.
+    (`datasets` comes with TRL: CI's TRL stage runs this.)"""
+    datasets = pytest.importorskip("datasets")
+    rows = [{"prompt": "1+1=", "answer": "2"}, {"prompt": "2+2=", "answer": "4"}]
+    named = Named()
+    name = name_objects(datasets.Dataset.from_list(rows), ("data", "source"), named, "here")
+    assert name == name_objects(rows, ("data", "source"), Named(), "here")
+    assert named.passed[name].value == rows and named.passed[name].description["qualname"] == "Dataset"
