@@ -62,3 +62,9 @@ def test_vllm_without_a_prompt_limit_takes_the_models_context(built):
 
 def test_the_hf_engine_chunks_at_the_cap(built):
     assert built(*LARGE) == ("hf", {"max_batch_samples": 1024})
+
+
+def test_vllm_for_an_agent_takes_the_models_context(built):
+    """An episode's prompt grows by the tools' descriptions and the reset text, row by row."""
+    agent = 'agent={enabled: true, format: plain, environment: "tests.agents.envs_fixture:Recheck"}'
+    assert built("rollout.engine=vllm", agent)[1]["max_model_len"] is None
