@@ -1,0 +1,432 @@
+"""Rebuild rlrun's shipped tiny agent model (``rlrun:tiny-agent``) from a seed.
+
+The tiny models' Qwen2 (``build_tiny_models.build_model``) with their character tokenizer
+grown by the plain tool format's tokens (``<call>``, ``</call>``, ``<result>``, ``</result>``) and
+the characters calls need, trained with supervision on synthesized episodes of two tasks,
+loss on the model's turns only (the prompt and the tools' results are context):
+
+- calculator: ``123*456=`` -> a quarter of the episodes call ``calculator("123*456")`` and copy
+  its result, the rest answer directly (and mostly wrong: the model cannot multiply).
+- guess-a-number (``rlrun.tasks.guess_number``): 15% of the games bisect; the others guess
+  at random inside the interval the answers so far leave, which often runs out of guesses.
+
+The calculator episodes first all call the tool, until the model writes calls and copies
+results (copying is what it learns slowest); then a quarter do. The first checkpoint after that
+(checked every ``--eval-every`` steps) whose measured behaviour is in its bands (calls written
+right and results copied, a calling share near the data's, guesses inside the interval, most
+games not yet won) becomes ``tiny-agent``. Behaviour is measured with the hf engine turn by turn
+(``engine.conversation``) by a small episode loop below that follows the plain format (the episode
+runner of ``rlrun.rollout`` was not there to use when this was written); the figures go to
+``build_info.json``. Deterministic on CPU for a given seed, thread count, libraries and CPU kernels.
+
+    python scripts/build_tiny_agent.py                  # into rlrun/embedded/models/tiny-agent
+    python scripts/build_tiny_agent.py --out /tmp/agent # elsewhere
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+import re
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from transformers import PreTrainedTokenizerFast, Qwen2ForCausalLM
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from build_tiny_models import (
+    CHARACTERS,
+    build_model,
+    build_parser,
+    build_tokenizer,
+    built_with,
+    save_tokenizer,
+)
+
+from rlrun.rollout import ROLLOUT_ENGINES, SamplingParams
+from rlrun.tasks.arithmetic import ArithmeticTask
+from rlrun.tasks.guess_number import CORRECT, GAME_OVER, HIGHER, GuessNumber, GuessNumberTask
+
+FORMAT_TOKENS = ("<call>", "</call>", "<result>", "</result>")
+# Added as whole tokens too, so that transformers 5.x's byte-level pre-tokenizer keeps them.
+WHITESPACE = (" ", "\n")
+AGENT_CHARACTERS = CHARACTERS + "\"'_\n<>[]{}!;"
+MAX_POSITIONS = 256  # a lost game of 1 to 63 is 153 tokens
+DEFAULT_OUT = Path(__file__).resolve().parents[1] / "rlrun" / "embedded" / "models" / "tiny-agent"
+
+CALCULATOR_DIGITS = 3  # operands of up to 3 digits: products the model cannot compute alone
+CALL_SHARE = 0.25  # of the calculator episodes trained on that call the tool
+BISECT_SHARE = 0.15  # of the guessing games trained on that bisect
+MAX_TURNS = 8  # an episode's model turns in the measurements: 6 guesses, the answer, one spare
+MAX_TURN_TOKENS = 32  # a calculator call with 3-digit operands is 24 tokens with its EOS
+
+# The bands a checkpoint's measured behaviour must be in to become the model
+CALL_BAND = (0.15, 0.35)  # share of calculator episodes that call
+FORMAT_MIN = 0.95  # calls written right, results copied, the secret said after "correct"
+LEGAL_MIN = 0.85  # guesses inside the interval the answers so far leave
+GUESS_SUCCESS_MAX = 0.70  # games won within the limit: room for RL
+COPYING = ("calls_written_right", "results_copied")  # what the calculator episodes that all call teach
+
+
+@dataclass
+class Episode:
+    """What the model did: its turns (text, EOS dropped), each call with its result, and its
+    final answer (the last turn, which called nothing; None when the turns or context ran out)."""
+
+    turns: list[str] = field(default_factory=list)
+    calls: list[tuple[str, str]] = field(default_factory=list)
+    final: str | None = None
+
+
+def agent_tokenizer() -> PreTrainedTokenizerFast:
+    return build_tokenizer(AGENT_CHARACTERS, FORMAT_TOKENS + WHITESPACE, MAX_POSITIONS)
+
+
+# ---- the synthesized episodes -------------------------------------------------------------------
+
+
+def calculator_episode(record: dict[str, str], calls: bool) -> list[tuple[str, bool]]:
+    """(text, sampled by the model) segments after the prompt; each model turn ends at EOS."""
+    if not calls:
+        return [(record["answer"], True)]
+    expression = record["prompt"].removesuffix("=")
+    return [
+        (f'<call>calculator("{expression}")</call>', True),
+        (f"<result>{record['answer']}</result>", False),
+        (record["answer"], True),
+    ]
+
+
+def guess_episode(row: dict[str, Any], bisect: bool, rng: np.random.Generator) -> list[tuple[str, bool]]:
+    """A game against the real environment: bisection, or a uniform guess inside the interval
+    the answers so far leave; after "correct" the model says the number, after "game over" nothing."""
+    game = GuessNumber()
+    game.reset(**row)
+    low, high, segments = row["low"], row["high"], []
+    while True:
+        number = (low + high) // 2 if bisect else int(rng.integers(low, high + 1))
+        answer = game.guess(number)
+        segments += [(f"<call>guess({number})</call>", True), (f"<result>{answer}</result>", False)]
+        if answer in (CORRECT, GAME_OVER):
+            return [*segments, (str(number) if answer == CORRECT else "", True)]
+        low, high = (number + 1, high) if answer == HIGHER else (low, number - 1)
+
+
+def encode_episodes(
+    tokenizer: PreTrainedTokenizerFast, prompts: list[str], episodes: list[list[tuple[str, bool]]]
+) -> tuple[torch.Tensor, ...]:
+    """(ids, attention_mask, loss_mask), right-padded: ids as the runner builds them (the prompt
+    with <bos>, then each segment encoded alone; model turns get EOS), loss on model turns."""
+    rows = []
+    for prompt, segments in zip(prompts, episodes):
+        ids, trained = list(tokenizer(prompt)["input_ids"]), []
+        trained = [0] * len(ids)
+        for text, sampled in segments:
+            piece = tokenizer.encode(text, add_special_tokens=False) + (
+                [tokenizer.eos_token_id] if sampled else []
+            )
+            ids += piece
+            trained += [int(sampled)] * len(piece)
+        rows.append((ids, trained))
+    width = max(len(ids) for ids, _ in rows)
+    if width > MAX_POSITIONS:
+        raise ValueError(f"an episode of {width} tokens is longer than the model's {MAX_POSITIONS} positions")
+    ids = torch.full((len(rows), width), tokenizer.pad_token_id, dtype=torch.long)
+    attention, loss_mask = torch.zeros_like(ids), torch.zeros_like(ids)
+    for i, (row_ids, trained) in enumerate(rows):
+        ids[i, : len(row_ids)] = torch.tensor(row_ids)
+        attention[i, : len(row_ids)] = 1
+        loss_mask[i, : len(row_ids)] = torch.tensor(trained)
+    return ids, attention, loss_mask
+
+
+def training_sets(
+    tokenizer: PreTrainedTokenizerFast, args: argparse.Namespace
+) -> dict[str, tuple[torch.Tensor, ...]]:
+    """The episodes trained on, from this seed's draw of the training splits: calculator episodes
+    that all call (while the model learns to write calls and copy results), the same problems
+    of which a ``CALL_SHARE`` call, and games; each set padded to its own length."""
+    rng = np.random.default_rng([args.seed, 2])
+    calc = ArithmeticTask(digits=CALCULATOR_DIGITS, operators=("*",), seed=args.seed).train(args.episodes)
+    games = GuessNumberTask(seed=args.seed).train(args.episodes)
+    calc_prompts = [r["prompt"] for r in calc]
+    return {
+        "calls": encode_episodes(tokenizer, calc_prompts, [calculator_episode(r, True) for r in calc]),
+        "calculator": encode_episodes(
+            tokenizer, calc_prompts, [calculator_episode(r, rng.random() < CALL_SHARE) for r in calc]
+        ),
+        "guess_number": encode_episodes(
+            tokenizer,
+            [r["prompt"] for r in games],
+            [guess_episode(r, rng.random() < BISECT_SHARE, rng) for r in games],
+        ),
+    }
+
+
+# ---- measuring: episodes in the plain format ----------------------------------------------------
+
+CALL = re.compile(r"<call>(.*?)</call>", re.DOTALL)
+
+
+def run_call(text: str, tools: dict[str, Callable[..., Any]]) -> str:
+    """A call's result text: ``NAME(ARGS)`` with literal arguments, parsed (never evaluated)."""
+    try:
+        node = ast.parse(text, mode="eval").body
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)):
+            raise TypeError(f"not a call of a tool by name: {text}")
+        if node.func.id not in tools:
+            raise ValueError(f"unknown tool {node.func.id}")
+        args = [ast.literal_eval(a) for a in node.args]
+        kwargs = {k.arg: ast.literal_eval(k.value) for k in node.keywords}
+        return str(tools[node.func.id](*args, **kwargs))
+    except Exception as err:  # noqa: BLE001 - the model's mistakes and the tool's errors are what it sees
+        return f"error: {err}"
+
+
+def calculator(expression: str) -> str:
+    """The product (or sum, difference) of two integers, exactly: ``rlrun:calculator``'s answer
+    for the expressions this task asks for."""
+    node = ast.parse(expression, mode="eval").body
+    operations = {ast.Mult: int.__mul__, ast.Add: int.__add__, ast.Sub: int.__sub__}
+    if not (isinstance(node, ast.BinOp) and type(node.op) in operations):
+        raise ValueError(f"not a product, sum or difference of two integers: {expression}")
+    left, right = ast.literal_eval(node.left), ast.literal_eval(node.right)
+    return str(operations[type(node.op)](int(left), int(right)))
+
+
+def run_episodes(
+    engine: Any,
+    tokenizer: PreTrainedTokenizerFast,
+    prompts: list[str],
+    tools: list[dict[str, Callable[..., Any]]],
+    seed: int,
+) -> list[Episode]:
+    """Each prompt's episode, all rows turn by turn: sample a turn (to EOS), run its calls, append
+    ``<result>TEXT</result>`` for each; a turn without a call ends the episode."""
+    prompt_ids = [tokenizer(p)["input_ids"] for p in prompts]
+    room = MAX_POSITIONS - max(len(p) for p in prompt_ids)
+    conversation = engine.conversation(prompt_ids, 1, max_tokens=room)
+    lengths = [len(p) for p in prompt_ids]
+    episodes = [Episode() for _ in prompts]
+    active = list(range(len(prompts)))
+    for turn in range(MAX_TURNS):
+        active = [r for r in active if lengths[r] + MAX_TURN_TOKENS <= MAX_POSITIONS]
+        if not active:
+            break
+        batch = conversation.sample(active, SamplingParams(max_tokens=MAX_TURN_TOKENS, seed=seed + turn))
+        going, results = [], []
+        for row, ids, mask in zip(active, batch.response_ids.tolist(), batch.response_mask.tolist()):
+            sampled = [i for i, m in zip(ids, mask) if m]
+            lengths[row] += len(sampled)
+            text = tokenizer.decode([i for i in sampled if i != tokenizer.eos_token_id])
+            episodes[row].turns.append(text)
+            calls = CALL.findall(text)
+            if not calls:
+                episodes[row].final = text
+                continue
+            answers = [run_call(call, tools[row]) for call in calls]
+            episodes[row].calls += list(zip(calls, answers))
+            observation = tokenizer.encode(
+                "".join(f"<result>{a}</result>" for a in answers), add_special_tokens=False
+            )
+            if lengths[row] + len(observation) <= MAX_POSITIONS:
+                going.append(row)
+                results.append(observation)
+                lengths[row] += len(observation)
+        conversation.append(going, results)
+        active = going
+    conversation.close()
+    return episodes
+
+
+def calculator_figures(
+    engine: Any, tokenizer: PreTrainedTokenizerFast, records: list[dict], seed: int, alone: bool
+) -> dict:
+    """How the model meets ``records`` with the calculator, and (``alone``) without it: its calls
+    then fail."""
+    prompts = [r["prompt"] for r in records]
+    episodes = run_episodes(engine, tokenizer, prompts, [{"calculator": calculator}] * len(records), seed)
+    called = [(e, r) for e, r in zip(episodes, records) if e.calls]
+    direct = [(e, r) for e, r in zip(episodes, records) if not e.calls]
+    answered = [e for e, _ in called if not e.calls[-1][1].startswith("error:")]
+    figures = {
+        "episodes": len(records),
+        "success": _share(e.final == r["answer"] for e, r in zip(episodes, records)),
+        "call_rate": len(called) / len(records),
+        "calls_written_right": _share(
+            e.calls[0][0] == f'calculator("{r["prompt"].removesuffix("=")}")' for e, r in called
+        ),
+        "results_copied": _share(e.final == e.calls[-1][1] for e in answered),
+        "direct_accuracy": _share(e.final == r["answer"] for e, r in direct),
+    }
+    if alone:
+        without = run_episodes(engine, tokenizer, prompts, [{}] * len(records), seed)
+        figures["success_without_tool"] = _share(e.final == r["answer"] for e, r in zip(without, records))
+    return figures
+
+
+def guess_figures(
+    engine: Any, tokenizer: PreTrainedTokenizerFast, rows: list[dict], samples: int, seed: int, alone: bool
+) -> dict:
+    """``samples`` games per row against ``GuessNumber``, and (``alone``) as many without it."""
+    rows = [row for row in rows for _ in range(samples)]
+    games = [GuessNumber() for _ in rows]
+    for game, row in zip(games, rows):
+        game.reset(**row)
+    prompts = [row["prompt"] for row in rows]
+    episodes = run_episodes(engine, tokenizer, prompts, [{"guess": g.guess} for g in games], seed)
+    won = [(e, r, g) for e, r, g in zip(episodes, rows, games) if g.get_reward() > 0]
+    legal, first_mid, bisected = [], [], []
+    for episode, row in zip(episodes, rows):
+        low, high, mids = row["low"], row["high"], []
+        for call, answer in episode.calls:
+            number = _guessed(call)
+            legal.append(number is not None and low <= number <= high)
+            mids.append(number == (low + high) // 2)
+            if answer in ("higher", "lower") and number is not None:
+                low, high = (max(low, number + 1), high) if answer == HIGHER else (low, min(high, number - 1))
+        first_mid.append(bool(mids) and mids[0])
+        bisected.append(bool(mids) and all(mids))
+    figures = {
+        "episodes": len(rows),
+        "success": len(won) / len(rows),
+        "mean_reward": float(np.mean([g.get_reward() for g in games])),
+        "guesses_when_won": float(np.mean([len(e.calls) for e, _, _ in won])) if won else None,
+        "legal_guesses": _share(legal),
+        "first_guess_mid": _share(first_mid),
+        "bisected": _share(bisected),
+        "secret_said": _share(e.final == r["answer"] for e, r, _ in won),
+    }
+    if alone:
+        without = run_episodes(engine, tokenizer, prompts, [{}] * len(rows), seed)
+        figures["success_without_environment"] = _share(e.final == r["answer"] for e, r in zip(without, rows))
+    return figures
+
+
+def _guessed(call: str) -> int | None:
+    match = re.fullmatch(r"guess\((\d+)\)", call)
+    return int(match[1]) if match else None
+
+
+def _share(flags: Any) -> float:
+    flags = list(flags)
+    return sum(flags) / len(flags) if flags else 0.0
+
+
+def in_bands(figures: dict) -> bool:
+    calc, guess = figures["calculator"], figures["guess_number"]
+    return (
+        CALL_BAND[0] <= calc["call_rate"] <= CALL_BAND[1]
+        and min(calc["calls_written_right"], calc["results_copied"], guess["secret_said"]) >= FORMAT_MIN
+        and guess["legal_guesses"] >= LEGAL_MIN
+        and guess["success"] <= GUESS_SUCCESS_MAX
+    )
+
+
+def measure(
+    engine: Any, tokenizer: PreTrainedTokenizerFast, args: argparse.Namespace, *, alone: bool
+) -> dict:
+    """On the validation rows the built-in recipes evaluate on (the tasks' default seeds)."""
+    calc = ArithmeticTask(digits=CALCULATOR_DIGITS, operators=("*",)).validation(args.eval_prompts)
+    games = GuessNumberTask().validation(args.eval_prompts)
+    samples = -(-args.eval_prompts // len(games))  # about as many games as calculator episodes
+    return {
+        "calculator": calculator_figures(engine, tokenizer, calc, args.seed, alone),
+        "guess_number": guess_figures(engine, tokenizer, games, samples, args.seed, alone),
+    }
+
+
+# ---- training -----------------------------------------------------------------------------------
+
+
+def task_loss(
+    model: Qwen2ForCausalLM, sets: list[tuple[torch.Tensor, ...]], rows: list[int], order: np.random.Generator
+) -> torch.Tensor:
+    """The mean over the tasks of each task's mean loss per trained token, on ``rows[i]`` rows of
+    set ``i`` (each batch cut to its longest row): a game trains on seven times a calculator
+    episode's tokens, and would otherwise drown out the copying the calculator needs."""
+    losses = []
+    for (ids, attention, loss_mask), count in zip(sets, rows):
+        batch = torch.from_numpy(order.integers(0, len(ids), count))
+        width = int(attention[batch].sum(1).max())
+        batch_ids, mask = ids[batch, :width], loss_mask[batch, 1:width]
+        logits = model(input_ids=batch_ids, attention_mask=attention[batch, :width]).logits[:, :-1]
+        loss = torch.nn.functional.cross_entropy(logits.transpose(1, 2), batch_ids[:, 1:], reduction="none")
+        losses.append((loss * mask).sum() / mask.sum())
+    return torch.stack(losses).mean()
+
+
+def train(args: argparse.Namespace) -> dict:
+    """Calculator episodes that all call until the model writes calls and copies results, then a
+    ``CALL_SHARE`` of them call; the first checkpoint after that in the bands is the model."""
+    torch.set_num_threads(args.threads)
+    tokenizer = agent_tokenizer()
+    sets = training_sets(tokenizer, args)
+    model = build_model(tokenizer, args.seed, MAX_POSITIONS)
+    model.generation_config.max_new_tokens = MAX_TURN_TOKENS
+    engine = ROLLOUT_ENGINES.get("hf")(model, tokenizer)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.0, betas=(0.9, 0.98))
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: min(1.0, (step + 1) / args.warmup))
+    order = np.random.default_rng(args.seed)
+    start, calculator, copying_learned = time.time(), "calls", None
+    for step in range(1, args.max_steps + 1):
+        batch_sets = [sets[calculator], sets["guess_number"]]
+        loss = task_loss(model, batch_sets, [args.calculator_rows, args.game_rows], order)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        schedule.step()
+        if step % args.eval_every:
+            continue
+        model.eval()
+        figures = measure(engine, tokenizer, args, alone=False)
+        print(
+            f"step {step:5d}  loss {loss.item():.4f}  {time.time() - start:.0f}s  {json.dumps(figures)}",
+            flush=True,
+        )
+        if copying_learned is None and min(figures["calculator"][k] for k in COPYING) >= FORMAT_MIN:
+            calculator, copying_learned = "calculator", step
+        elif copying_learned is not None and in_bands(figures):
+            info = {"step": step, "copying_learned_at_step": copying_learned}
+            return _save(model, tokenizer, args, info | measure(engine, tokenizer, args, alone=True))
+        model.train()
+    raise RuntimeError(f"no checkpoint within {args.max_steps} steps had its behaviour in the bands")
+
+
+def _save(
+    model: Qwen2ForCausalLM,
+    tokenizer: PreTrainedTokenizerFast,
+    args: argparse.Namespace,
+    figures: dict,
+) -> dict:
+    info = {**figures, "seed": args.seed, "versions": built_with()}
+    model.save_pretrained(args.out)
+    save_tokenizer(tokenizer, args.out)
+    (args.out / "build_info.json").write_text(json.dumps(info, indent=2) + "\n")
+    print(f"tiny-agent: step {figures['step']} -> {args.out}", flush=True)
+    return info
+
+
+def main() -> None:
+    parser = build_parser(__doc__, DEFAULT_OUT)
+    parser.add_argument("--episodes", type=int, default=20000, help="synthesized episodes trained on")
+    parser.add_argument("--eval-prompts", type=int, default=200, help="episodes per task and measurement")
+    parser.add_argument("--eval-every", type=int, default=200)
+    parser.add_argument("--calculator-rows", type=int, default=32, help="calculator episodes per step")
+    parser.add_argument("--game-rows", type=int, default=16, help="guessing games per step")
+    parser.add_argument("--lr", type=float, default=5e-3)
+    parser.add_argument("--warmup", type=int, default=50)
+    parser.add_argument("--max-steps", type=int, default=4000)
+    train(parser.parse_args())
+
+
+if __name__ == "__main__":
+    main()
