@@ -29,23 +29,28 @@ from rlrun.training.precision import TrainerForward
 from rlrun.training.profiling import Timer
 from rlrun.training.sequences import response_log_probs
 from rlrun.training.session import Session
+from rlrun.training.stages import Pipeline
 
 QUIET = ["logging.console.enabled=false", "trainer.eval.prompts=1", "trainer.total_steps=1000"]
 
 
 def settings(s: Session, option: str, on: bool) -> dict[str, TrainerForward | None]:
     """The trainer-pass models of one setting (built once: a compiled one keeps its graphs)."""
-    kwargs = {"autocast": "bfloat16" if on and option == "autocast" else None, "device_type": s.device.type}
-    reference = s.reference.module if s.reference is not None else None
+    m = s.models
+    kwargs = {
+        "autocast": "bfloat16" if on and option == "autocast" else None,
+        "device_type": s.group.device.type,
+    }
+    reference = m.reference.module if m.reference is not None else None
     return {
-        "policy_forward": TrainerForward(s.policy, compile=on and option == "compile", **kwargs),
+        "policy_forward": TrainerForward(m.policy, compile=on and option == "compile", **kwargs),
         "reference": TrainerForward(reference, compile=False, **kwargs) if reference is not None else None,
     }
 
 
-def run_slot(s: Session, models: dict, recompute: bool, first_step: int, steps: int) -> list[dict]:
-    s.policy_forward, s.reference = models["policy_forward"], models["reference"]
-    s.needs = replace(s.needs, recompute_old_log_probs=recompute)
+def run_slot(s: Session, models: dict, old_log_probs: str, first_step: int, steps: int) -> list[dict]:
+    s.models.policy_forward, s.models.reference = models["policy_forward"], models["reference"]
+    s.pipeline = Pipeline.build(s.recipe, replace(s.needs, old_log_probs=old_log_probs))
     return [loop.training_step(s, step)[0] for step in range(first_step, first_step + steps)]
 
 
@@ -67,10 +72,13 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     recipe = load_recipe(args.recipe, [*QUIET, *args.overrides]).recipe
     s = Session(recipe)
-    base_recompute = s.needs.recompute_old_log_probs
+    base = s.needs.old_log_probs  # autocast: the sampler's (float32) are not the trainer's
     variants = {
-        False: (settings(s, args.option, False), base_recompute),
-        True: (settings(s, args.option, True), base_recompute or args.option == "autocast"),
+        False: (settings(s, args.option, False), base),
+        True: (
+            settings(s, args.option, True),
+            "recompute" if base == "sampler" and args.option == "autocast" else base,
+        ),
     }
     print(f"recipe {args.recipe} {' '.join(args.overrides)}; option {args.option}; threads {args.threads}")
     step = 1
@@ -122,7 +130,7 @@ def main() -> None:
         )
         print(f"graphs compiled during the timed slots (recompiles): {recompiled}")
 
-    exp, _ = s.collector.collect(recipe.trainer.prompts_per_step, seed=12345, timer=Timer())
+    exp, _ = s.generation.collector.collect(recipe.trainer.prompts_per_step, seed=12345, timer=Timer())
     with torch.no_grad():
         base = response_log_probs(variants[False][0]["policy_forward"], exp.seq, recipe.rollout.temperature)[
             0

@@ -21,6 +21,7 @@ import statistics
 import time
 from collections import Counter
 from contextlib import contextmanager
+from dataclasses import replace
 from functools import partial
 from typing import Any
 
@@ -31,6 +32,7 @@ from torch.utils.flop_counter import FlopCounterMode
 from rlrun.recipes import load_recipe
 from rlrun.training import loop
 from rlrun.training.session import Session
+from rlrun.training.stages import Pipeline
 
 QUIET = ["logging.console.enabled=false", "trainer.eval.prompts=1"]
 SQUARE = 2048
@@ -128,12 +130,14 @@ def linear_shapes(model: torch.nn.Module) -> Counter:
 
 
 @contextmanager
-def instrumented_update(counter: UpdateFlops, record: dict[str, Any]):
-    """Wraps `loop.update_actor` so that the FLOPs counter runs only inside it, its wall time is
-    recorded, and (when asked) it runs under FlopCounterMode or the profiler."""
-    original = loop.update_actor
+def instrumented_update(s: Session, counter: UpdateFlops, record: dict[str, Any]):
+    """Wraps the session's `update_actor` stage so that the FLOPs counter runs only inside it,
+    its wall time is recorded, and (when asked) it runs under FlopCounterMode or the profiler."""
+    pipeline = s.pipeline
+    (stage,) = [st for st in pipeline if st.name == "update_actor"]
+    original = stage.run
 
-    def update_actor(*args: Any, **kwargs: Any) -> dict[str, float]:
+    def update_actor(*args: Any, **kwargs: Any) -> None:
         mode = record.pop("mode", None)
         counter.active = True
         start = time.perf_counter()
@@ -146,11 +150,11 @@ def instrumented_update(counter: UpdateFlops, record: dict[str, Any]):
             record["seconds"] = time.perf_counter() - start
             counter.active = False
 
-    loop.update_actor = update_actor
+    s.pipeline = Pipeline(tuple(replace(st, run=update_actor) if st is stage else st for st in pipeline))
     try:
         yield
     finally:
-        loop.update_actor = original
+        s.pipeline = pipeline
 
 
 def profile_table(prof: profile) -> str:
@@ -189,7 +193,7 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     recipe = load_recipe(args.recipe, [*QUIET, *args.overrides]).recipe
     s = Session(recipe)
-    model = s.unwrapped_policy
+    model = s.models.unwrapped_policy
     counter, record = UpdateFlops(model), {}
     print(
         f"recipe {args.recipe} {' '.join(args.overrides)}; threads {args.threads}; torch {torch.__version__}"
@@ -199,7 +203,7 @@ def main() -> None:
     shapes = linear_shapes(model)
     square_before = square_rate()
     rows: list[tuple[int, float, float, float, float]] = []  # step, update s, computed, useful, matmul rate
-    with instrumented_update(counter, record):
+    with instrumented_update(s, counter, record):
         for step in range(1, args.steps + 1):
             flop_mode = FlopCounterMode(display=False) if step == 1 else None
             if flop_mode is not None:

@@ -14,7 +14,6 @@ weights FSDP2 gathers for sampling and scoring, plus what the allocator keeps.
 from __future__ import annotations
 
 import argparse
-import json
 import subprocess
 import sys
 import tempfile
@@ -22,6 +21,8 @@ import time
 from pathlib import Path
 
 import psutil
+
+from rlrun.records.rundir import RunDir, read_metrics
 
 QUIET = ["logging.console.enabled=false", "trainer.eval.prompts=8", "trainer.checkpoint.every_steps=0"]
 
@@ -63,8 +64,8 @@ def main() -> None:
             started = time.monotonic()
             peaks = peak_rss_mib(command)
             seconds = time.monotonic() - started
-            ran = json.loads((run_dir / "meta.json").read_text())["setup"]["strategy"]
-            rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+            ran = RunDir(run_dir).read_meta().setup.strategy
+            rows = read_metrics(run_dir / "metrics.jsonl", [])
             held = [row["memory/held_state_mib"] for row in rows if "memory/held_state_mib" in row]
         per_process = ", ".join(f"{mib:.0f}" for mib in sorted(peaks.values()))
         print(

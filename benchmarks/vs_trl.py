@@ -488,7 +488,7 @@ def run_rlrun(spec: Spec) -> Result:
     samples = [f"prompt {first[0]['prompt']!r}, answer {first[0]['ground_truth']!r}"]
     samples += [sample_line(tokenizer, s["completion"]) for s in first]
     acc_after = greedy_accuracy(
-        run.session.unwrapped_policy,
+        run.session.models.unwrapped_policy,
         tokenizer,
         val,
         chat=spec.chat,

@@ -8,6 +8,7 @@ from rlrun.registry import Registry
 def registries() -> dict[str, Registry]:
     """The registries a recipe's names are looked up in, populated (built-ins imported)."""
     import rlrun.algorithms  # noqa: F401  (registers the built-in algorithm components)
+    from rlrun.agents import TOOLS
     from rlrun.algorithms.registries import ADVANTAGES, DISTILLATION_LOSSES, KL_ESTIMATORS, POLICY_LOSSES
     from rlrun.rewards import REWARDS
 
@@ -17,6 +18,7 @@ def registries() -> dict[str, Registry]:
         "kl_estimator": KL_ESTIMATORS,
         "distillation_loss": DISTILLATION_LOSSES,
         "reward": REWARDS,
+        "tool": TOOLS,
     }
 
 

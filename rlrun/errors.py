@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import asdict, dataclass
 from typing import Any
+
+_LIST_INDEX = re.compile(r"\.\d+(?=[.`])")  # `.7` in a dotted key path quoted in a message
 
 
 @dataclass(frozen=True)
@@ -45,10 +48,20 @@ class ConfigIssue:
             return self.file
         return f"{self.file}, line {self.line}, column {self.column}"
 
+    @property
+    def place(self) -> str:
+        """Where and which key: `recipe.yaml, line 12, column 3, `actor.lr``."""
+        return f"{self.where}, `{self.key}`" if self.key else self.where
+
+    @property
+    def kind(self) -> tuple[str, str, str | None]:
+        """What makes two issues the same mistake in different places: list items' indices in
+        the message do not count (`did you mean `reward.functions.7.weight`?`)."""
+        return (self.code, _LIST_INDEX.sub(".*", self.message), self.expected)
+
     def format(self) -> str:
         """One paragraph: where, which key, what is wrong, expected vs found, how to fix."""
-        head = f"{self.where}, `{self.key}`" if self.key else self.where
-        parts = [f"{head}: {self.message}"]
+        parts = [f"{self.place}: {self.message}"]
         if self.expected is not None:
             parts.append(f"Expected {self.expected}")
         if self.found is not None:
@@ -61,6 +74,16 @@ class ConfigIssue:
         return {**asdict(self), "text": self.format()}
 
 
+def issue_kinds(issues: list[ConfigIssue]) -> list[list[ConfigIssue]]:
+    """The issues grouped by kind (`ConfigIssue.kind`), in the order each kind first occurs, each
+    group in the issues' order: a file with thousands of one mistake shows every other mistake
+    too. Linear in the number of issues."""
+    kinds: dict[tuple[str, str, str | None], list[ConfigIssue]] = {}
+    for issue in issues:
+        kinds.setdefault(issue.kind, []).append(issue)
+    return list(kinds.values())
+
+
 class RecipeError(Exception):
     """A recipe that cannot be used, with every issue found (not just the first)."""
 
@@ -69,7 +92,7 @@ class RecipeError(Exception):
             raise ValueError("RecipeError needs at least one issue")
         self.issues = list(issues)
         self.notices = list(notices or [])
-        super().__init__(self.format())
+        super().__init__(self.issues, self.notices)  # the text is made when asked for (`__str__`)
 
     def format(self) -> str:
         count = f"{len(self.issues)} error" + ("s" if len(self.issues) > 1 else "")

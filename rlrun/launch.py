@@ -48,6 +48,9 @@ import torch
 from rlrun import interrupt
 from rlrun.errors import ConfigIssue, RecipeError
 from rlrun.facts.launched import launched_machine
+from rlrun.recipes import LoadedRecipe
+from rlrun.recipes.keys import KeyPath
+from rlrun.recipes.yaml_io import Mark, Shape, parse_document, read_text
 from rlrun.schema import Recipe
 
 RELAUNCH_ENV = "RLRUN_LAUNCHED"
@@ -83,21 +86,31 @@ class Topology:
     main_process_ip: str | None = None
     main_process_port: int | None = None
 
+    def problems(self) -> list[tuple[str, str]]:
+        """(field, why) for each part of the layout that cannot be launched, in the words of the
+        rlrun flags (`FLAGS`)."""
+        processes, machines, rank = self.num_processes, self.num_machines, self.machine_rank
+        out = []
+        if processes < 1:
+            out.append(("num_processes", f"--num-processes must be at least 1, got {processes}"))
+        if machines < 1:
+            out.append(("num_machines", f"--num-machines must be at least 1, got {machines}"))
+        elif processes % machines:
+            why = "--num-processes counts the processes on all machines: a multiple of --num-machines"
+            out.append(("num_processes", f"{why} ({processes} processes on {machines} machines)"))
+        elif not 0 <= rank < machines:
+            why = f"--machine-rank must be 0 to {machines - 1} with --num-machines {machines}, got {rank}"
+            out.append(("machine_rank", why))
+        if machines > 1 and not self.main_process_ip:
+            out.append(
+                ("main_process_ip", "more than one machine needs --main-process-ip (machine 0's address)")
+            )
+        return out
+
     def check(self) -> None:
         """Raises ValueError for a layout that cannot be launched."""
-        if self.num_processes < 1 or self.num_machines < 1:
-            raise ValueError(
-                f"num_processes and num_machines must be >= 1, got {self.num_processes}, {self.num_machines}"
-            )
-        if self.num_processes % self.num_machines:
-            raise ValueError(
-                f"num_processes ({self.num_processes}) must be a multiple of "
-                f"num_machines ({self.num_machines})"
-            )
-        if not 0 <= self.machine_rank < self.num_machines:
-            raise ValueError(f"machine_rank must be in [0, {self.num_machines}), got {self.machine_rank}")
-        if self.num_machines > 1 and not self.main_process_ip:
-            raise ValueError("more than one machine needs main_process_ip (the address of machine 0)")
+        if problems := self.problems():
+            raise ValueError("; ".join(why for _, why in problems))
 
     def launch_flags(self) -> list[str]:
         """The ``accelerate launch`` flags of this layout (they override a config file's)."""
@@ -160,12 +173,30 @@ def relaunch_with_accelerate(
             # Accelerate's torchrun path plus this flag gives multi-process CPU (gloo); its own
             # --cpu flag would start a single process instead.
             env["ACCELERATE_USE_CPU"] = "true"
-        return run_launcher(command, env)
+        return run_launcher(command, env, note=waiting_note(topology))
 
 
-def run_launcher(command: Sequence[str], env: dict[str, str]) -> int:
+ACCELERATE_PORT = 29500  # the rendezvous port `accelerate launch` uses when given none
+
+
+def waiting_note(topology: Topology) -> str | None:
+    """What a machine of several says while it waits for the others (the launcher itself is
+    silent until all have joined, however long that takes); None for one machine."""
+    if topology.num_machines < 2:
+        return None
+    others = ", ".join(str(rank) for rank in range(topology.num_machines) if rank != topology.machine_rank)
+    address = f"{topology.main_process_ip}:{topology.main_process_port or ACCELERATE_PORT}"
+    return (
+        f"rlrun: machine {topology.machine_rank} of {topology.num_machines}, waiting for machine "
+        f"{others} at {address}: training starts once every machine has run this command with its "
+        "own --machine-rank"
+    )
+
+
+def run_launcher(command: Sequence[str], env: dict[str, str], note: str | None = None) -> int:
     """Run the launcher and wait for it; return its exit code, or
-    :data:`rlrun.interrupt.INTERRUPTED` when a stop signal came.
+    :data:`rlrun.interrupt.INTERRUPTED` when a stop signal came. `note` is printed once the
+    launcher runs and the stop signals are handled (a signal it prompts is passed on).
 
     Each stop signal this process gets (Ctrl-C, SIGTERM, SIGUSR1) goes once to every training
     process: on the first they finish their step and save a checkpoint, on a second (passed on
@@ -182,6 +213,7 @@ def run_launcher(command: Sequence[str], env: dict[str, str]) -> int:
     if on_main_thread:  # a signal in the moment until the launcher has started is lost
         previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in interrupt.STOP_SIGNALS}
     received: list[int] = []
+    started: list[bool] = []  # whether the training processes ran when the first signal came
     try:
         process = subprocess.Popen(list(command), env=env, start_new_session=True)
 
@@ -190,6 +222,7 @@ def run_launcher(command: Sequence[str], env: dict[str, str]) -> int:
             if _has_ended(process.pid):
                 return
             workers = _children(process.pid)
+            started.append(bool(workers))
             if not workers:  # still starting up (or waiting for other machines): nothing to save
                 print(
                     f"rlrun: {signal.Signals(signum).name} before the training processes started: "
@@ -210,10 +243,20 @@ def run_launcher(command: Sequence[str], env: dict[str, str]) -> int:
         if on_main_thread:
             for sig in interrupt.STOP_SIGNALS:
                 signal.signal(sig, pass_on)
+        if note is not None:
+            print(note, file=sys.stderr, flush=True)
         code = process.wait()
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+    if received and started[:1] == [True]:
+        # Only the main process (on machine 0) names the checkpoint: every launcher says why it ends.
+        outcome = "after saving their step" if code == 0 else f"with exit code {code}"
+        print(
+            f"rlrun: stopped by {signal.Signals(received[0]).name}: the training processes ended "
+            f"{outcome}; `rlrun resume RUN_DIR` continues the run.",
+            file=sys.stderr,
+        )
     return interrupt.INTERRUPTED if received else code
 
 
@@ -344,11 +387,10 @@ def _strategy_flags(strategy: str, config_dir: Path) -> list[str]:
 
 def check_data_parallel(recipe: Recipe, num_processes: int) -> None:
     """Refuse a recipe that cannot be split over the processes: each process takes an equal share
-    of the prompts, mini-batches and micro-batches; under FSDP2 a LoRA policy is refused (its
-    adapters are not loaded into, nor saved from, sharded weights).
+    of the prompts, mini-batches and micro-batches.
 
     Raises:
-        RecipeError: listing every count that does not divide, and the strategy.
+        RecipeError: listing every count that does not divide.
     """
     counts = {
         "trainer.prompts_per_step": recipe.trainer.prompts_per_step,
@@ -367,17 +409,179 @@ def check_data_parallel(recipe: Recipe, num_processes: int) -> None:
         for key, value in counts.items()
         if value % num_processes
     ]
-    if num_processes > 1 and recipe.trainer.strategy == "fsdp2" and recipe.model.lora:
-        issues.append(
-            ConfigIssue(
-                "LoRA is not supported under FSDP2: rlrun neither loads adapters into sharded weights "
-                "nor saves them from there",
-                key="trainer.strategy",
-                code="strategy-unsupported",
-                expected="ddp with model.lora",
-                found="fsdp2",
-                fix="set trainer.strategy=ddp (a LoRA policy's optimizer state is small), or remove model.lora",
-            )
-        )
     if issues:
         raise RecipeError(issues)
+
+
+# Topology's fields: the rlrun flag that sets each (an `accelerate config` file names them as
+# the fields are named).
+FLAGS = {
+    "num_processes": "--num-processes",
+    "num_machines": "--num-machines",
+    "machine_rank": "--machine-rank",
+    "main_process_ip": "--main-process-ip",
+    "main_process_port": "--main-process-port",
+}
+ACCELERATE_SHAPE = Shape(
+    "an `accelerate config` file is a mapping of its keys (`distributed_type:`, `num_processes:`, ...)",
+    "write the file with `accelerate config --config_file FILE`, or one `key: value` per line",
+)
+# distributed_type values that rlrun's CPU launch (torchrun with gloo) cannot honour: Accelerate
+# sets FSDP and DeepSpeed up only off the CPU; NO and MULTI_CPU start a single process (MULTI_CPU's
+# several processes need mpirun and a host file, which rlrun does not drive).
+_GPU_ONLY = ("FSDP", "DEEPSPEED")
+_ONE_PROCESS = ("NO", "MULTI_CPU")
+
+
+@dataclass(frozen=True)
+class AccelerateConfig:
+    """What rlrun reads of a user's `accelerate config` file: its values and where each is written."""
+
+    path: Path
+    values: dict[str, Any]
+    positions: dict[KeyPath, Mark]
+
+    def issue(self, key: str, message: str, **fields: Any) -> ConfigIssue:
+        mark = self.positions.get((key,))
+        return ConfigIssue(
+            message,
+            key=key,
+            file=str(self.path),
+            line=mark.line if mark else None,
+            column=mark.column if mark else None,
+            **fields,
+        )
+
+    def topology(self) -> tuple[dict[str, Any], list[ConfigIssue]]:
+        """The file's topology fields, and an issue for each that is not of its type."""
+        found, issues = {}, []
+        for name in FLAGS:
+            value = self.values.get(name)
+            text = name == "main_process_ip"
+            if value is None:
+                continue
+            if isinstance(value, str) if text else isinstance(value, int) and not isinstance(value, bool):
+                found[name] = value
+            else:
+                expected = "an address" if text else "an integer"
+                issues.append(
+                    self.issue(name, "wrong type", code="wrong-type", expected=expected, found=repr(value))
+                )
+        return found, issues
+
+
+def read_accelerate_config(path: Path) -> AccelerateConfig:
+    """An `accelerate config` file (YAML or JSON), read as every file a user gives rlrun is."""
+    data, positions, issues = parse_document(
+        read_text(path, "accelerate config"), str(path), ACCELERATE_SHAPE
+    )
+    if issues:
+        raise RecipeError(issues)
+    return AccelerateConfig(path, data, positions)
+
+
+def launch_topology(
+    loaded: LoadedRecipe, flags: dict[str, Any], accelerate_config: Path | None = None
+) -> Topology | None:
+    """The processes a training command runs in: None when this one process trains alone, else
+    the layout to re-launch under `accelerate launch`. `flags`: Topology's fields as the command
+    line gave them (None: not given); an `accelerate config` file fills the others, as
+    Accelerate's launcher does, and a command with a file always re-launches (the file owns the
+    setup). Checked before anything loads: the layout, that the recipe splits over the
+    processes, that the file's setup runs here, and that a sharding `trainer.strategy` has more
+    than one process to shard over.
+
+    Raises:
+        RecipeError: naming the flag, or the file's key and line, of each problem.
+    """
+    recipe = loaded.recipe
+    config = read_accelerate_config(accelerate_config) if accelerate_config is not None else None
+    given = {name: value for name, value in flags.items() if value is not None}
+    from_file, issues = config.topology() if config is not None else ({}, [])
+    values = {"num_processes": 1, **from_file, **given}
+
+    def issue(field: str, message: str, fix: str, at: str | None = None) -> ConfigIssue:
+        """Located where the value of `at` (default: `field`) came from; naming `field`'s flag."""
+        at = at or field
+        if at in given:
+            override = f"{FLAGS[at]} {given[at]}"
+            return ConfigIssue(message, key=FLAGS[field], code="launch", override=override, fix=fix)
+        if config is not None and at in from_file:
+            return config.issue(at, message, code="launch", fix=fix)
+        return ConfigIssue(message, key=FLAGS[field], code="launch", fix=fix)
+
+    if "num_processes" not in {**from_file, **given} and values.get("num_machines", 1) > 1:
+        issues.append(
+            issue(
+                "num_processes",
+                "several machines need the number of processes on all of them",
+                f"pass --num-processes (e.g. --num-processes {values['num_machines']} for one per machine)",
+                at="num_machines",
+            )
+        )
+    topology = Topology(**values)
+    reported = {i.key for i in issues}  # a missing count is not also a wrong one
+    issues += [
+        issue(field, why, f"pass {FLAGS[field]} to fit the layout")
+        for field, why in topology.problems()
+        if FLAGS[field] not in reported
+    ]
+    if config is not None:
+        issues += _setup_issues(config, recipe, topology)
+    if issues:
+        raise RecipeError(issues)
+    if config is None and topology.num_processes == 1 and topology.num_machines == 1:
+        _check_one_process_strategy(loaded)
+        return None
+    check_data_parallel(recipe, topology.num_processes)
+    return topology
+
+
+def _setup_issues(config: AccelerateConfig, recipe: Recipe, topology: Topology) -> list[ConfigIssue]:
+    """What in an `accelerate config` file would run other than it says: FSDP or DeepSpeed on
+    the CPU (Accelerate would set up plain DDP), several processes of a one-process setup."""
+    kind = str(config.values.get("distributed_type", "NO")).upper()
+    on_cpu = (
+        config.values.get("use_cpu") is True
+        or recipe.trainer.device == "cpu"
+        or not torch.cuda.is_available()
+    )
+    if kind in _GPU_ONLY and on_cpu:
+        return [
+            config.issue(
+                "distributed_type",
+                f"Accelerate sets up {kind} only on GPUs, and this run trains on the CPU, where it "
+                "would run plain data parallelism (DDP) instead",
+                code="launch",
+                found=f"distributed_type: {config.values['distributed_type']}",
+                fix="on the CPU, set `distributed_type: MULTI_GPU` here (rlrun runs it with gloo) and "
+                "`trainer.strategy: fsdp2` in the recipe to shard the models (rlrun shards them itself)",
+            )
+        ]
+    if kind in _ONE_PROCESS and topology.num_processes > 1:
+        return [
+            config.issue(
+                "distributed_type",
+                f"Accelerate starts one process for {kind}, and the launch asks for {topology.num_processes}",
+                code="launch",
+                found=f"distributed_type: {config.values['distributed_type']}",
+                fix="set `distributed_type: MULTI_GPU` (on a machine without GPUs rlrun runs it on the "
+                "CPU with gloo), or train one process",
+            )
+        ]
+    return []
+
+
+def _check_one_process_strategy(loaded: LoadedRecipe) -> None:
+    """A sharding strategy needs processes to shard over: one process would train unsharded."""
+    strategy = loaded.recipe.trainer.strategy
+    if strategy != "ddp":
+        issue = loaded.provenance.issue(
+            ("trainer", "strategy"),
+            f"{strategy} shares the model among several processes, and this command trains one",
+            code="strategy-one-process",
+            found=f"trainer.strategy: {strategy}",
+            fix="pass --num-processes N (N > 1, the processes on all machines), or set "
+            "`trainer.strategy: ddp` to train in one process",
+        )
+        raise RecipeError([issue])

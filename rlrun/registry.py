@@ -36,6 +36,12 @@ class ComponentNeeds:
     # a distillation loss whose gradient, back-propagated directly, does not depend on the teacher
     # (k1: log p_student - log p_teacher), so it teaches only as a policy-gradient reward
     needs_policy_gradient: bool = False
+    # a distillation loss over the teacher's top-k tokens: the teacher's top-k log-probs and ids
+    # (`teacher_topk_log_probs`, `teacher_topk_ids`) and the student's logits (`student_logits`)
+    needs_teacher_topk: bool = False
+    # a rollout engine whose log-probs are the training model's own forward (same module, same
+    # kernels): in float32 without autocast they are the old policy's until the policy moves
+    trainer_log_probs: bool = False
     # Advice, not needs: validation gives a notice when a recipe departs from it.
     loss_agg_mode: str | None = None  # a policy loss defined with this aggregation (GSPO: one per sequence)
     # an estimator that, without std-normalisation (Dr.GRPO), is meant with this aggregation

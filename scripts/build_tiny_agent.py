@@ -46,10 +46,10 @@ from build_tiny_models import (
     build_model,
     build_parser,
     build_tokenizer,
-    built_with,
     save_tokenizer,
 )
 
+from rlrun.facts.machine import numerics
 from rlrun.rollout import ROLLOUT_ENGINES, SamplingParams
 from rlrun.tasks.arithmetic import ArithmeticTask
 from rlrun.tasks.guess_number import CORRECT, GAME_OVER, HIGHER, GuessNumber, GuessNumberTask
@@ -407,7 +407,7 @@ def _save(
     args: argparse.Namespace,
     figures: dict,
 ) -> dict:
-    info = {**figures, "seed": args.seed, "versions": built_with()}
+    info = {**figures, "seed": args.seed, "versions": numerics()}
     model.save_pretrained(args.out)
     save_tokenizer(tokenizer, args.out)
     (args.out / "build_info.json").write_text(json.dumps(info, indent=2) + "\n")

@@ -5,8 +5,8 @@ task's training split (loss on the answer and EOS only). The first checkpoint wh
 accuracy (temperature 1) on validation prompts enters the base band becomes ``tiny-base``, a
 weak student that almost knows the task; training goes on until greedy accuracy reaches the
 teacher target, which becomes ``tiny-teacher``. Deterministic on CPU for a given seed, thread
-count, libraries and CPU kernels (`built_with`, recorded in ``build_info.json``); a few CPU
-minutes.
+count, libraries and CPU kernels (`rlrun.facts.machine.numerics`, recorded in
+``build_info.json``); a few CPU minutes.
 
     python scripts/build_tiny_models.py                  # into rlrun/embedded/models/
     python scripts/build_tiny_models.py --out /tmp/tiny  # elsewhere
@@ -22,12 +22,12 @@ from pathlib import Path
 
 import numpy as np
 import torch
-import transformers
 from tokenizers import AddedToken, Tokenizer, decoders, models, processors
 from transformers import GenerationConfig, PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
 
 from rlrun.data import build_prompt_dataset
 from rlrun.evaluation import evaluate
+from rlrun.facts.machine import numerics
 from rlrun.rollout.engine import SamplingParams
 from rlrun.rollout.hf import HFRolloutEngine
 from rlrun.tasks.arithmetic import ArithmeticTask
@@ -217,7 +217,7 @@ def _save(
         "greedy_accuracy": round(greedy, 4),
         "seed": args.seed,
         "eval_prompts": args.eval_prompts,
-        "versions": built_with(),
+        "versions": numerics(),
     }
     out = args.out / name
     model.save_pretrained(out)
@@ -225,18 +225,6 @@ def _save(
     (out / "build_info.json").write_text(json.dumps(info, indent=2) + "\n")
     print(f"{name}: step {step}, sampled {sampled:.3f}, greedy {greedy:.3f} -> {out}", flush=True)
     return info
-
-
-def built_with() -> dict[str, str]:
-    """What decides the run's numerics besides the seed: the libraries, and the instruction set
-    torch's CPU kernels use (AVX2, AVX512...), which orders float sums differently. Elsewhere the
-    same seed rounds differently and may cross an accuracy threshold at another step."""
-    return {
-        "torch": torch.__version__,
-        "torch_cpu_kernels": torch.backends.cpu.get_cpu_capability(),
-        "transformers": transformers.__version__,
-        "numpy": np.__version__,
-    }
 
 
 def build_parser(doc: str, out: Path) -> argparse.ArgumentParser:

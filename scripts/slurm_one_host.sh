@@ -89,8 +89,10 @@ MinJobAge=30
 AccountingStorageType=accounting_storage/none
 JobAcctGatherType=jobacct_gather/none
 JobCompType=jobcomp/none
-# Quick to stop: SIGKILL 5 s after SIGTERM; the controller forgets the node after 60 s of silence.
-KillWait=5
+# SIGKILL 30 s after SIGTERM (SLURM's default, which docs/slurm.md describes): a stopped rlrun
+# finishes its step and exits within it even on a loaded machine (5 s killed it mid-exit);
+# the controller forgets the node after 60 s of silence.
+KillWait=30
 SlurmdTimeout=60
 InactiveLimit=0
 SchedulerType=sched/backfill

@@ -1,13 +1,18 @@
 """Fixtures shared across test packages: a randomly initialised, very small causal LM
-(milliseconds to build), and one intra-op thread for tests that run models in-process."""
+(milliseconds to build), one intra-op thread for tests that run models in-process, and a run's
+record (meta.json) as `rlrun train` writes it."""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 import torch
 from transformers import Qwen2Config, Qwen2ForCausalLM
+
+from rlrun.records.record import RunMeta
 
 # One terminal width for every test and the commands they start, set before rlrun's consoles
 # exist: without a terminal rich wraps at 80 columns, and where a message wraps would then depend
@@ -41,3 +46,49 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
+
+
+@pytest.fixture
+def run_meta() -> Callable[..., RunMeta]:
+    """`run_meta(**fields)`: the record of a finished 10-step run, with `fields` changed."""
+
+    def make(**fields: Any) -> RunMeta:
+        record = {
+            "name": "run",
+            "status": "finished",
+            "git_sha": "0123456789abcdef",
+            "git_dirty": False,
+            "versions": {"python": "3.11.7", "rlrun": "0.1.0"},
+            "seed": 0,
+            "start_time": "2026-11-29T10:00:00+00:00",
+            "end_time": "2026-11-29T10:05:00+00:00",
+            "total_steps": 10,
+            "algorithm": {
+                "advantage": "grpo",
+                "policy_loss": "vanilla",
+                "kl_placement": "none",
+                "text": "grpo",
+            },
+            "model": "rlrun:tiny-base",
+            "setup": {
+                "processes": 1,
+                "machines": 1,
+                "strategy": "none",
+                "device": "cpu",
+                "device_name": "cpu",
+                "dtype": "float32",
+                "mixed_precision": "no",
+                "rollout_engine": "hf",
+            },
+            "recipe": "grpo.yaml",
+            "overrides": [],
+            "wandb_run_id": None,
+            "pid": 4242,
+            "hostname": "box",
+            "heartbeat": "2026-11-29T10:05:00+00:00",
+            "resumes": [],
+            "final_step": 10,
+        }
+        return RunMeta.model_validate({**record, **fields})
+
+    return make

@@ -205,21 +205,81 @@ def test_resume_relaunches_with_the_topology_and_the_runs_strategy(monkeypatch, 
 
     seen = _record_relaunch(monkeypatch)
     topology = ["--num-processes", "4", "--num-machines", "2", "--machine-rank", "1"]
+    config = run_dir.parent / "a.yaml"
+    config.write_text("distributed_type: MULTI_GPU\nnum_processes: 8\n")  # the flags override it
     topology += [
         "--main-process-ip",
         "10.0.0.1",
         "--main-process-port",
         "29600",
         "--accelerate-config",
-        "a.yaml",
+        str(config),
     ]
     result = runner.invoke(app, [*command, str(run_dir), *topology])
     assert result.exit_code == 0, result.output
     assert seen == {
         "topology": Topology(4, 2, 1, "10.0.0.1", 29600),
-        "accelerate_config": Path("a.yaml"),
+        "accelerate_config": config,
         "strategy": "fsdp2",
     }
+
+
+def _refused(result) -> str:
+    """A command refused before anything loaded: exit code 2, no traceback; its text on one line."""
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output and not isinstance(result.exception, (TypeError, ValueError))
+    return " ".join(result.output.replace("│", " ").split())
+
+
+def test_several_machines_without_a_process_count_are_refused_not_trained_alone(monkeypatch, tmp_path):
+    seen = _record_relaunch(monkeypatch)
+    machine = ["--num-machines", "2", "--machine-rank", "1", "--main-process-ip", "127.0.0.1"]
+    text = _refused(runner.invoke(app, ["train", "grpo", "--run-dir", str(tmp_path / "run"), *machine]))
+    assert "command-line override `--num-machines 2`, `--num-processes`: several machines need" in text
+    assert not seen and not (tmp_path / "run").exists()
+    text = _refused(runner.invoke(app, ["train", "grpo", "--num-machines", "2", "--num-processes", "2"]))
+    assert "`--main-process-ip`: more than one machine needs --main-process-ip" in text
+    assert "main_process_ip" not in text
+
+
+def test_an_accelerate_config_file_sets_the_process_count(monkeypatch, tmp_path):
+    from rlrun.launch import Topology
+
+    seen = _record_relaunch(monkeypatch)
+    config = tmp_path / "accelerate.yaml"
+    config.write_text("distributed_type: MULTI_GPU\nnum_processes: 2\n")
+    result = runner.invoke(app, ["train", "grpo", "--accelerate-config", str(config)])
+    assert result.exit_code == 0, result.output
+    assert seen == {"topology": Topology(2), "accelerate_config": config, "strategy": "ddp"}
+
+
+def test_an_accelerate_config_asking_for_fsdp_on_the_cpu_is_refused_at_its_line(monkeypatch, tmp_path):
+    seen = _record_relaunch(monkeypatch)
+    config = tmp_path / "accelerate.yaml"
+    config.write_text("num_processes: 2\ndistributed_type: FSDP\nfsdp_config:\n  fsdp_version: 2\n")
+    text = _refused(
+        runner.invoke(app, ["train", "grpo", "trainer.device=cpu", "--accelerate-config", str(config)])
+    )
+    assert f"{config}, line 2, column 1, `distributed_type`: Accelerate sets up FSDP only on GPUs" in text
+    assert not seen
+
+
+def test_a_sharding_strategy_in_one_process_is_refused_naming_the_flag(monkeypatch):
+    seen = _record_relaunch(monkeypatch)
+    text = _refused(runner.invoke(app, ["train", "grpo", "trainer.strategy=fsdp2"]))
+    assert "`trainer.strategy`: fsdp2 shares the model among several processes" in text
+    assert "--num-processes N" in text and not seen
+
+
+def test_validate_says_what_it_cannot_check_of_a_sharding_strategy_and_refuses_lora_under_it():
+    result = runner.invoke(app, ["validate", "grpo", "trainer.strategy=fsdp2"])
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.output.replace("│", " ").split())
+    assert (
+        "`trainer.strategy`: fsdp2 needs several processes, a number `rlrun validate` does not know" in text
+    )
+    text = _refused(runner.invoke(app, ["validate", "grpo", "trainer.strategy=fsdp2", "model.lora={r: 4}"]))
+    assert "LoRA is not supported under FSDP2" in text
 
 
 @pytest.mark.parametrize("command", [["resume"], ["train", "--resume"]])
@@ -228,7 +288,8 @@ def test_resume_passes_profile_on_to_the_run(monkeypatch, run_dir, command):
 
     seen = []
     monkeypatch.setattr(rlrun.cli.train, "_train", lambda loaded, options, overrides: seen.append(options))
-    result = runner.invoke(app, [*command, str(run_dir), "--profile"])
+    # one process: the fixture's fsdp2 would be refused here
+    result = runner.invoke(app, [*command, str(run_dir), "trainer.strategy=ddp", "--profile"])
     assert result.exit_code == 0, result.output
     assert [(o.run_dir, o.resume, o.profile) for o in seen] == [(run_dir, True, True)]
 
@@ -267,6 +328,18 @@ def test_export_never_writes_into_an_existing_folder_without_overwrite(tmp_path,
     result = runner.invoke(app, ["export", str(checkpoint), str(out), "--overwrite"])
     assert result.exit_code == 0, result.output
     assert (out / "model.safetensors").is_file()
+
+
+def test_export_refuses_a_file_even_with_overwrite(tmp_path, checkpoint):
+    """transformers only warns that the path should be a folder, and writes nothing."""
+    mine = tmp_path / "existing.txt"
+    mine.write_text("mine")
+    for flags in ([], ["--overwrite"]):
+        text = _refused(runner.invoke(app, ["export", str(checkpoint), str(mine), *flags]))
+        assert "cannot be the export's folder: it is a file, not a folder" in text
+        assert "exported" not in text and mine.read_text() == "mine"
+    text = _refused(runner.invoke(app, ["export", str(checkpoint), str(mine / "model"), "--overwrite"]))
+    assert f"{mine} is a file, not a folder" in text
 
 
 def test_export_of_a_damaged_checkpoint_names_the_file_and_exits_2(tmp_path, checkpoint):
@@ -328,3 +401,36 @@ def test_train_refuses_autocast_over_bfloat16_weights_before_loading_a_model(tmp
     assert "r.yaml, line 5, column 3, `trainer.autocast`: `trainer.autocast: bfloat16` computes in" in text
     assert "Found model.dtype: bfloat16" in text
     assert not (tmp_path / "runs").exists()  # refused before a run directory or a model
+
+
+def test_a_refused_run_directory_is_named_by_the_handle_that_gave_it(tmp_path):
+    taken = tmp_path / "taken"
+    taken.mkdir()
+    (taken / "notes.txt").write_text("mine")
+    text = _refused(runner.invoke(app, ["train", "grpo", "--run-dir", str(taken)]))
+    assert f"{taken}, `--run-dir`: the run directory already exists" in text
+    assert "trainer.output_dir" not in text
+    text = _refused(
+        runner.invoke(app, ["train", "grpo", f"trainer.output_dir={tmp_path}", "--name", "taken"])
+    )
+    assert f"{taken}, `trainer.output_dir`: the run directory already exists" in text
+    assert (taken / "notes.txt").read_text() == "mine"
+
+
+def test_thousands_of_errors_show_each_kind_once_and_never_hide_the_last_mistake(tmp_path):
+    """A generated recipe: 3000 entries with one misspelt key, and one other mistake at its end."""
+    lines = [
+        "extends: grpo",
+        "reward:",
+        "  functions:",
+        *["    - {fn: 'rlrun:exact_match', wieght: 1}"] * 3000,
+    ]
+    (tmp_path / "big.yaml").write_text("\n".join([*lines, "trainer:", "  total_stepz: 5"]) + "\n")
+    result = runner.invoke(app, ["validate", str(tmp_path / "big.yaml")])
+    text = _refused(result)
+    assert "3001 errors of 2 kinds" in text
+    assert "line 4, column 33, `reward.functions.0.wieght`: unknown key; did you mean" in text
+    assert "(2999 more like it: " in text and "line 5, column 33, `reward.functions.1.wieght`;" in text
+    assert (
+        "line 3005, column 3, `trainer.total_stepz`: unknown key; did you mean `trainer.total_steps`?" in text
+    )

@@ -74,10 +74,10 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
 # The layers, bottom first. A package may import its own modules and any package of a lower layer;
 # packages of one layer are independent of each other. docs/architecture.md explains the order.
 LAYERS: list[set[str]] = [
-    {"errors", "registry", "interrupt", "facts", "pathnames"},  # leaf facts and tools
+    {"errors", "registry", "interrupt", "facts", "pathnames", "user_code"},  # leaf facts and tools
     {"tasks", "embedded", "shared_prefix"},  # the shipped task and models, the KV-sharing forward
     {"schema"},  # the recipe's fields
-    {"algorithms", "data", "rewards"},  # pure components and inputs
+    {"algorithms", "data", "rewards", "agents"},  # pure components and inputs, tools and environments
     {"rollout"},
     {"evaluation"},
     {"components"},  # every registry, filled

@@ -1,7 +1,10 @@
-"""Stop signals outside a run: raised and remembered before it, ignored after it."""
+"""Stop signals: raised and remembered before a run, ignored after it; while it trains, the first
+asks to stop after the step, a second stops at once and a duplicate counts once (the run's side of
+it, the checkpoint and the status: tests/training/test_run.py)."""
 
 from __future__ import annotations
 
+import os
 import signal
 
 import pytest
@@ -38,3 +41,42 @@ def test_ignore_until_exit_leaves_no_python_handler_to_reset(fresh):
     interrupt.install()
     interrupt.ignore_until_exit()
     assert all(signal.getsignal(sig) is signal.SIG_IGN for sig in interrupt.STOP_SIGNALS)
+
+
+# --- while a run trains ------------------------------------------------------------------------
+
+
+def test_a_run_listens_to_the_stop_signals_only_while_it_trains(fresh):
+    interrupt.install()
+    before = {sig: signal.getsignal(sig) for sig in (*interrupt.STOP_SIGNALS, signal.SIGALRM)}
+    said = []
+    stops = interrupt.StopRequests(say=said.append)
+    with stops.listening():
+        os.kill(os.getpid(), signal.SIGUSR1)
+        assert stops.requested and not stops.stopping and stops.first_signal == signal.SIGUSR1
+        assert signal.getsignal(signal.SIGUSR1) is signal.SIG_IGN  # its duplicate, for a moment
+        assert stops.agree() and stops.stopping
+    assert said == ["SIGUSR1: finishing this step, then saving a checkpoint (Ctrl-C again stops at once)."]
+    assert {sig: signal.getsignal(sig) for sig in before} == before
+    assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
+
+
+def test_a_second_signal_stops_at_once_unless_the_end_is_being_recorded(fresh):
+    stops = interrupt.StopRequests()  # a process other than the main one: it says nothing
+    with stops.listening():
+        os.kill(os.getpid(), signal.SIGTERM)
+        with pytest.raises(KeyboardInterrupt):
+            os.kill(os.getpid(), signal.SIGINT)
+        stops.end()
+        os.kill(os.getpid(), signal.SIGINT)  # ignored: the run records how it ended
+    assert interrupt._run_ended  # and the handler outside a run ignores signals from now on
+
+
+def test_several_processes_wait_longer_for_a_duplicate(fresh, monkeypatch):
+    windows = []
+    monkeypatch.setattr(signal, "setitimer", lambda which, seconds: windows.append(seconds))
+    for processes in (1, 2):
+        stops = interrupt.StopRequests(processes=processes)
+        with stops.listening():
+            os.kill(os.getpid(), signal.SIGTERM)
+    assert windows == [0.5, 0, 10.0, 0]  # armed on the first signal, disarmed on leaving

@@ -17,6 +17,7 @@ from accelerate.commands.launch import launch_command_parser
 from accelerate.utils import prepare_multi_gpu_env
 
 from rlrun import launch
+from rlrun.errors import RecipeError
 
 
 def _command(tmp_path: Path, strategy: str = "ddp", **kw) -> list[str]:
@@ -89,10 +90,10 @@ def test_user_accelerate_config_owns_the_strategy(tmp_path):
 @pytest.mark.parametrize(
     ("kw", "match"),
     [
-        ({"num_processes": 0}, "must be >= 1"),
-        ({"num_processes": 3, "num_machines": 2, "main_process_ip": "h"}, "multiple of num_machines"),
-        ({"num_machines": 2, "machine_rank": 2, "main_process_ip": "h"}, "machine_rank"),
-        ({"num_machines": 2}, "main_process_ip"),
+        ({"num_processes": 0}, "--num-processes must be at least 1"),
+        ({"num_processes": 3, "num_machines": 2, "main_process_ip": "h"}, "a multiple of --num-machines"),
+        ({"num_machines": 2, "machine_rank": 2, "main_process_ip": "h"}, "--machine-rank must be 0 to 1"),
+        ({"num_machines": 2}, "needs --main-process-ip"),
         ({"strategy": "zero9"}, "unknown strategy"),
         ({"mixed_precision": "fp8"}, "unknown mixed_precision"),
     ],
@@ -122,7 +123,8 @@ def test_relaunch_refuses_to_recurse(monkeypatch):
 def test_relaunch_cleans_up_its_config_files(monkeypatch, tmp_path):
     seen: dict = {}
 
-    def fake_run(command, env):
+    def fake_run(command, env, note=None):
+        seen["note"] = note  # one machine waits for no other
         seen["file"] = Path(_value(command, "--deepspeed_config_file"))
         seen["exists"] = seen["file"].exists()
         seen["env"] = env
@@ -138,6 +140,15 @@ def test_relaunch_cleans_up_its_config_files(monkeypatch, tmp_path):
     assert seen["exists"] and not seen["file"].exists()
     assert seen["env"][launch.RELAUNCH_ENV] == "1"
     assert seen["env"]["ACCELERATE_USE_CPU"] == "true"
+    assert seen["note"] is None
+
+
+def test_a_machine_of_several_says_whom_it_waits_for_and_where():
+    note = launch.waiting_note(launch.Topology(6, 3, 1, "10.0.0.1"))
+    assert note.startswith("rlrun: machine 1 of 3, waiting for machine 0, 2 at 10.0.0.1:29500: ")
+    assert launch.waiting_note(launch.Topology(2, 2, 0, "h", 29600)).startswith(
+        "rlrun: machine 0 of 2, waiting for machine 1 at h:29600"
+    )
 
 
 @pytest.mark.slow
@@ -197,3 +208,88 @@ def test_only_the_first_of_several_machines_lingers_at_the_end(monkeypatch, grou
         else:
             monkeypatch.setenv(key, value)
     assert launch._hosts_the_launchers_store() is hosts
+
+
+def _grpo(*overrides: str):
+    from rlrun.recipes import load_recipe
+
+    return load_recipe("grpo", list(overrides))
+
+
+def _flags(**given) -> dict:
+    """The scale-out flags as the command line gives them: None where not given."""
+    return {name: given.get(name) for name in launch.FLAGS}
+
+
+def _issues(recipe, flags, config=None) -> list:
+    with pytest.raises(RecipeError) as caught:
+        launch.launch_topology(recipe, flags, config)
+    return caught.value.issues
+
+
+def test_one_process_without_scale_out_flags_launches_nothing():
+    assert launch.launch_topology(_grpo(), _flags()) is None
+    assert launch.launch_topology(_grpo(), _flags(num_processes=1, num_machines=1, machine_rank=0)) is None
+    assert launch.launch_topology(_grpo(), _flags(num_processes=2)) == launch.Topology(2)
+
+
+def test_several_machines_without_a_process_count_are_refused_naming_the_flag():
+    """Not two one-process runs that each think they are the whole job."""
+    flags = _flags(num_machines=2, machine_rank=1, main_process_ip="127.0.0.1")
+    [issue] = _issues(_grpo(), flags)
+    assert (issue.key, issue.override) == ("--num-processes", "--num-machines 2")
+    assert "--num-processes 2" in issue.fix
+
+
+def test_the_layout_is_checked_naming_the_flags_not_the_field_names():
+    [issue] = _issues(_grpo(), _flags(num_processes=2, num_machines=2, machine_rank=1))
+    assert issue.key == "--main-process-ip" and "main_process_ip" not in issue.format()
+    [issue] = _issues(_grpo(), _flags(num_machines=2, num_processes=2, machine_rank=2, main_process_ip="h"))
+    assert (issue.key, issue.override) == ("--machine-rank", "--machine-rank 2")
+
+
+def test_a_sharding_strategy_in_one_process_is_refused_naming_what_to_pass():
+    [issue] = _issues(_grpo("trainer.strategy=fsdp2"), _flags())
+    assert (issue.key, issue.code) == ("trainer.strategy", "strategy-one-process")
+    assert "--num-processes" in issue.fix
+    topology = launch.launch_topology(_grpo("trainer.strategy=fsdp2"), _flags(num_processes=2))
+    assert topology == launch.Topology(2)
+
+
+def _accelerate_file(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "accelerate.yaml"
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+def test_an_accelerate_config_file_gives_the_layout_the_flags_do_not(tmp_path):
+    config = _accelerate_file(
+        tmp_path,
+        """\
+        distributed_type: MULTI_GPU
+        num_processes: 2
+        num_machines: 1
+        main_process_port: 29601
+        """,
+    )
+    assert launch.launch_topology(_grpo(), _flags(), config) == launch.Topology(2, main_process_port=29601)
+    # the flags override the file, as Accelerate's launcher lets them
+    given = _flags(num_processes=4, main_process_port=29700)
+    assert launch.launch_topology(_grpo(), given, config) == launch.Topology(4, main_process_port=29700)
+    # a file always re-launches: its setup applies to one process too
+    one = _accelerate_file(tmp_path, "distributed_type: 'NO'\nnum_processes: 1\n")
+    assert launch.launch_topology(_grpo(), _flags(), one) == launch.Topology(1)
+
+
+def test_a_file_whose_setup_would_run_otherwise_is_refused_at_its_line(tmp_path, monkeypatch):
+    monkeypatch.setattr(launch.torch.cuda, "is_available", lambda: False)
+    fsdp = _accelerate_file(tmp_path, "num_processes: 2\ndistributed_type: FSDP\n")
+    [issue] = _issues(_grpo(), _flags(), fsdp)
+    assert (issue.file, issue.line, issue.key) == (str(fsdp), 2, "distributed_type")
+    assert "only on GPUs" in issue.message and "DDP" in issue.message
+    cpu = _accelerate_file(tmp_path, "num_processes: 2\ndistributed_type: MULTI_CPU\n")
+    [issue] = _issues(_grpo(), _flags(), cpu)
+    assert "starts one process" in issue.message and issue.line == 2
+    bad = _accelerate_file(tmp_path, "num_processes: two\n")
+    [issue] = _issues(_grpo(), _flags(), bad)
+    assert (issue.key, issue.line, issue.code) == ("num_processes", 1, "wrong-type")

@@ -34,7 +34,7 @@ def _floor(log_probs: torch.Tensor, log_prob_min_clamp: float | None) -> torch.T
     return log_probs if log_prob_min_clamp is None else log_probs.clamp_min(log_prob_min_clamp)
 
 
-@register_distillation_loss("forward_kl_topk")
+@register_distillation_loss("forward_kl_topk", needs_teacher_topk=True)
 def forward_kl_topk(
     *,
     student_logits: torch.Tensor,

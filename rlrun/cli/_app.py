@@ -17,7 +17,7 @@ from rich.panel import Panel
 from rich.text import Text
 
 from rlrun import interrupt
-from rlrun.errors import ConfigIssue, RecipeError
+from rlrun.errors import ConfigIssue, RecipeError, issue_kinds
 
 app = typer.Typer(
     name="rlrun",
@@ -90,20 +90,37 @@ def fail(message: str) -> typer.Exit:
     return typer.Exit(USER_ERROR)
 
 
-MAX_SHOWN_ISSUES = 50  # more is a file gone wrong (a generated recipe): the first ones show how
+MAX_SHOWN_ISSUES = 50  # more is a file gone wrong (a generated recipe): its kinds are shown instead
+PLACES_PER_KIND = 3  # where else a repeated kind of issue occurs, beyond its first paragraph
 
 
 def print_issues(issues: list[ConfigIssue], label: str, colour: str) -> None:
-    if issues:
-        count = f"{len(issues)} {label}" + ("s" if len(issues) > 1 else "")
-        body = "\n\n".join(issue.format() for issue in issues[:MAX_SHOWN_ISSUES])
-        if len(issues) > MAX_SHOWN_ISSUES:
-            more = len(issues) - MAX_SHOWN_ISSUES
-            body += f"\n\n... and {more} more {label}s (`rlrun validate --json` lists them all)."
-        # Text, not markup: messages quote user values and pip extras such as rlrun[vllm]
-        err_console.print(
-            Panel(Text(body), title=count, title_align="left", border_style=colour, expand=False)
-        )
+    """The issues in a panel: each one in full, or, when there are more than MAX_SHOWN_ISSUES,
+    each kind once (`issue_kinds`) with its count and a few more places, so that no mistake is
+    hidden behind thousands of another."""
+    if not issues:
+        return
+    count = f"{len(issues)} {label}" + ("s" if len(issues) > 1 else "")
+    if len(issues) <= MAX_SHOWN_ISSUES:
+        body = "\n\n".join(issue.format() for issue in issues)
+    else:
+        kinds = issue_kinds(issues)
+        count += f" of {len(kinds)} kind" + ("s" if len(kinds) > 1 else "")
+        body = "\n\n".join(_kind_text(kind) for kind in kinds[:MAX_SHOWN_ISSUES])
+        if len(kinds) > MAX_SHOWN_ISSUES:
+            body += f"\n\n... and {len(kinds) - MAX_SHOWN_ISSUES} more kinds (`rlrun validate --json` lists them all)."
+    # Text, not markup: messages quote user values and pip extras such as rlrun[vllm]
+    err_console.print(Panel(Text(body), title=count, title_align="left", border_style=colour, expand=False))
+
+
+def _kind_text(kind: list[ConfigIssue]) -> str:
+    """One kind of issue: its first occurrence in full, then how many more and a few of their places."""
+    first, more = kind[0], kind[1:]
+    if not more:
+        return first.format()
+    places = "; ".join(issue.place for issue in more[:PLACES_PER_KIND])
+    etc = "; ..." if len(more) > PLACES_PER_KIND else ""
+    return f"{first.format()}\n  ({len(more)} more like it: {places}{etc})"
 
 
 def refuse_output_file(path: Path | None, option: str, make_folder: bool = False) -> None:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.text import Text
 
-from rlrun.cli._app import USER_ERROR, app, console, err_console, user_errors
+from rlrun.cli._app import USER_ERROR, app, console, err_console, fail, user_errors
 from rlrun.errors import RecipeError
 from rlrun.recipes import load_recipe
 from rlrun.recipes.inherit import display_path
@@ -37,7 +37,9 @@ def convert_verl(
         list[str],
         typer.Argument(
             help="A verl command line (`python3 -m verl.trainer.main_ppo key=value ...`, or only the "
-            "key=value items), a shell script (.sh) that runs one, or a verl config (.yaml).",
+            "key=value items), a shell script (.sh) that runs one, or a verl config (.yaml); key=value "
+            "items after a script are its arguments (`bash run.sh key=value`), after a config they "
+            "override it.",
             show_default=False,
         ),
     ],
@@ -45,8 +47,8 @@ def convert_verl(
 ) -> None:
     """Turn a verl run into an rlrun recipe, with a report of what mapped, what changed unit (verl's
     ppo_mini_batch_size counts prompts, rlrun's actor.mini_batch_samples samples) and what has no
-    equivalent. The recipe is then checked as `rlrun validate --portable` does; exit code 2 when
-    the input cannot be read or the recipe does not validate.
+    equivalent. The recipe is checked as `rlrun validate --portable` does before it is written;
+    exit code 2, and no file, when the input cannot be read or the recipe does not validate.
     """
     from rlrun.convert.conversion import ConvertError
     from rlrun.convert.verl import convert, read_source
@@ -90,7 +92,8 @@ def convert_trl(
         typer.Option(
             "--dataset-rows",
             min=1,
-            help="The rows of a hub dataset's train split, which TRL's num_train_epochs needs (a local file is counted).",
+            help="The rows of the dataset's train split, which TRL's num_train_epochs needs (the converter "
+            "does not load the dataset).",
             show_default=False,
         ),
     ] = None,
@@ -99,8 +102,8 @@ def convert_trl(
     """Turn a TRL GRPO config into an rlrun recipe, with a report of what mapped, what changed unit
     (TRL's per_device_train_batch_size counts samples per device, rlrun's actor.micro_batch_samples
     samples over all processes) and what was ignored as unable to change the numbers; a key rlrun
-    cannot honour is refused (exit code 2, naming it). The recipe is then checked as `rlrun
-    validate --portable` does.
+    cannot honour is refused (exit code 2, naming every one). The recipe is checked as `rlrun
+    validate --portable` does before it is written.
     """
     from rlrun.convert.conversion import ConvertError
     from rlrun.convert.trl import convert, read_config
@@ -116,34 +119,51 @@ def convert_trl(
 
 
 def _write_conversion(conversion: Conversion, output: Path | None) -> None:
-    """Print the report; write the recipe to `output` (never over a file) or print it; validate it."""
+    """Print the report; check the recipe as `rlrun validate --portable` does; only then write it
+    to `output` (never over a file), or print it. A recipe that does not validate is printed with
+    its errors and written nowhere: a failed command leaves no file behind."""
     text = conversion.to_yaml()
     err_console.print(Text(conversion.report()), soft_wrap=True)
+    exists = f"{output} already exists; rlrun does not overwrite it. Pick another name."
+    if output is not None and output.exists():
+        raise fail(exists)
+    error = _validation_error(text, output)
+    if error is not None or output is None:
+        print(text, end="")
+    if error is not None:
+        with user_errors():
+            raise error
     if output is not None:
         try:
             output.parent.mkdir(parents=True, exist_ok=True)
             with output.open("x", encoding="utf-8") as file:
                 file.write(text)
-        except FileExistsError:
-            err_console.print(
-                Text(
-                    f"{output} already exists; rlrun does not overwrite it. Pick another name.", style="red"
-                ),
-                soft_wrap=True,
-            )
-            raise typer.Exit(USER_ERROR) from None
-    else:
-        print(text, end="")
-    with tempfile.TemporaryDirectory() as scratch, user_errors():
-        checked = output
-        if checked is None:  # printed: check a copy, and locate its errors in what was printed
-            checked = Path(scratch) / "converted.yaml"
-            checked.write_text(text, encoding="utf-8")
+        except FileExistsError:  # written by someone else since the check above
+            raise fail(exists) from None
+    where = f"wrote {output}" if output else "the recipe above"
+    console.print(f"[green]✓[/] {where}: a valid recipe (`rlrun validate --portable`).", soft_wrap=True)
+
+
+def _validation_error(text: str, output: Path | None) -> RecipeError | None:
+    """What `rlrun validate --portable` finds wrong with the recipe `text`, located in "the
+    recipe above"; None when it is valid. The copy checked lies where the recipe will be written
+    (relative paths in it resolve from there) and is gone afterwards."""
+    folder = output.parent if output is not None and output.parent.is_dir() else None
+    with tempfile.TemporaryDirectory() as scratch:
+        handle, name = tempfile.mkstemp(prefix=".rlrun-convert-", suffix=".yaml", dir=folder or scratch)
+        checked = Path(name)
         try:
+            with open(handle, "w", encoding="utf-8") as file:
+                file.write(text)
             load_recipe(checked, environment=False)
         except RecipeError as exc:
             copy = display_path(checked)
-            named = [replace(i, file="the recipe above") if i.file == copy else i for i in exc.issues]
-            raise RecipeError(named, exc.notices) from None
-    where = f"wrote {output}" if output else "the recipe above"
-    console.print(f"[green]✓[/] {where}: a valid recipe (`rlrun validate --portable`).", soft_wrap=True)
+            where = "the recipe above" + (f" (not written to {output})" if output else "")
+            issues, notices = (
+                [replace(i, file=where) if i.file == copy else i for i in found]
+                for found in (exc.issues, exc.notices)
+            )
+            return RecipeError(issues, notices)
+        finally:
+            checked.unlink(missing_ok=True)
+    return None

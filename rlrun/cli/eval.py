@@ -10,6 +10,7 @@ import typer
 
 from rlrun.cli._app import OverridesArg, app, console, err_console, fail, refuse_output_file, user_errors
 from rlrun.recipes import load_recipe
+from rlrun.recipes.agent import refuse_episodes_until_trained
 
 ModelArg = Annotated[
     str,
@@ -108,7 +109,12 @@ def eval_command(
     refuse_output_file(out, "--out", make_folder=True)
     with user_errors(as_json):
         changes = [*(overrides or []), *eval_overrides(data=data, rewards=reward or [], k=k, prompts=prompts)]
-        loaded = load_recipe(recipe or target.run_recipe or "base", changes)
+        loaded = load_recipe(
+            recipe or target.run_recipe or "base",
+            changes,
+            run_record=recipe is None and target.run_recipe is not None,
+        )
+        refuse_episodes_until_trained(loaded.recipe, loaded.provenance)
     try:
         with user_errors(as_json):
             result, data_name = evaluate_target(target, loaded.recipe)

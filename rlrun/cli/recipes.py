@@ -57,7 +57,13 @@ def validate(
     `algorithm.plugins` the recipe names are imported, so their top-level code runs; `--no-import`
     only looks them up.
     """
-    from rlrun.recipes.summary import batch_plan_table, summary_table, validation_json
+    from rlrun.recipes.summary import (
+        batch_plan_table,
+        episode_plan_table,
+        summary_table,
+        unchecked_notices,
+        validation_json,
+    )
 
     with user_errors(as_json):
         loaded = load_recipe(
@@ -69,7 +75,9 @@ def validate(
     console.print(f"[green]✓[/] {loaded.source_path} is a valid recipe.", soft_wrap=True)
     console.print(summary_table(loaded, here=not portable))
     console.print(batch_plan_table(loaded))
-    print_issues(loaded.notices, "notice", "yellow")
+    if (episodes := episode_plan_table(loaded)) is not None:
+        console.print(episodes)
+    print_issues([*loaded.notices, *unchecked_notices(loaded)], "notice", "yellow")
 
 
 @app.command()

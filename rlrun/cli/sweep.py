@@ -11,9 +11,30 @@ from typing import Annotated, Any
 
 import typer
 
-from rlrun.cli._app import INTERRUPTED, RUN_FAILED, app, console, err_console, user_errors
+from rlrun.cli._app import INTERRUPTED, RUN_FAILED, app, console, err_console, fail, user_errors
 
 SLURM = "SLURM (--executor slurm)"
+DEFAULT_TIME_MIN = 240
+
+
+def _slurm_count(help_text: str, minimum: int, *names: str) -> Any:
+    """An optional count among the SLURM options (None: not given, the executor's default)."""
+    option = typer.Option(*names, min=minimum, help=help_text, rich_help_panel=SLURM, show_default=False)
+    return Annotated[int | None, option]
+
+
+PartitionOpt = Annotated[str | None, typer.Option(help="SLURM partition.", rich_help_panel=SLURM)]
+GpusPerRunOpt = _slurm_count("GPUs per node of each run (default: 1, or 0 when the runs train on CPUs).", 0)
+NodesPerRunOpt = _slurm_count("Nodes of each run (> 1: one `accelerate launch` per node; default: 1).", 1)
+CpusPerRunOpt = _slurm_count(
+    "CPU cores per node of each run (default: 8, or all of a node's where it has fewer).", 1
+)
+TimeOpt = _slurm_count(
+    "Time limit of each job in minutes (default: 240); a job stopped at it (or preempted) is requeued and "
+    "resumes from its checkpoint.",
+    1,
+    "--time",
+)
 
 
 class Executor(str, Enum):
@@ -49,36 +70,11 @@ def sweep_command(
             show_default=False,
         ),
     ] = None,
-    partition: Annotated[str | None, typer.Option(help="SLURM partition.", rich_help_panel=SLURM)] = None,
-    gpus_per_run: Annotated[
-        int | None,
-        typer.Option(
-            min=0,
-            help="GPUs per node of each run (default: 1, or 0 when the runs train on CPUs).",
-            rich_help_panel=SLURM,
-            show_default=False,
-        ),
-    ] = None,
-    nodes_per_run: Annotated[
-        int,
-        typer.Option(
-            min=1, help="Nodes of each run (> 1: one `accelerate launch` per node).", rich_help_panel=SLURM
-        ),
-    ] = 1,
-    cpus_per_run: Annotated[
-        int, typer.Option(min=1, help="CPU cores per node of each run.", rich_help_panel=SLURM)
-    ] = 8,
-    time_limit: Annotated[
-        int,
-        typer.Option(
-            "--time",
-            min=1,
-            help="Time limit of each job in minutes; a job "
-            "stopped at it (or preempted) is requeued and resumes from its "
-            "checkpoint.",
-            rich_help_panel=SLURM,
-        ),
-    ] = 240,
+    partition: PartitionOpt = None,
+    gpus_per_run: GpusPerRunOpt = None,
+    nodes_per_run: NodesPerRunOpt = None,
+    cpus_per_run: CpusPerRunOpt = None,
+    time_limit: TimeOpt = None,
 ) -> None:
     """Train every run of a sweep: each point of the grid and list at each seed, named
     `<output_dir>/<sweep>/<key=value,...>/seed-<n>`. Every run's recipe is validated before any
@@ -87,17 +83,34 @@ def sweep_command(
     from rlrun.sweep.report import plan_report
     from rlrun.sweep.spec import read_sweep
 
+    slurm_flags = {
+        "--partition": partition,
+        "--gpus-per-run": gpus_per_run,
+        "--nodes-per-run": nodes_per_run,
+        "--cpus-per-run": cpus_per_run,
+        "--time": time_limit,
+    }
     if executor is Executor.slurm:
+        if jobs is not None:
+            raise fail(
+                "--jobs: the runs at once on this machine, which the SLURM executor does not use (it submits "
+                "a job per run and SLURM schedules them). Drop --jobs."
+            )
         _on_slurm(
             sweep_file,
             dry_run,
             partition=partition,
             gpus_per_run=gpus_per_run,
-            nodes_per_run=nodes_per_run,
+            nodes_per_run=nodes_per_run or 1,
             cpus_per_run=cpus_per_run,
-            time_limit_min=time_limit,
+            time_limit_min=time_limit or DEFAULT_TIME_MIN,
         )
         return
+    if given := [flag for flag, value in slurm_flags.items() if value is not None]:
+        raise fail(
+            f"{', '.join(given)}: SLURM options, which the local executor does not use (it trains the runs "
+            "on this machine). Pass --executor slurm to submit them to SLURM, or drop the option."
+        )
     with user_errors():
         plan = plan_sweep(read_sweep(sweep_file))
     from rlrun.sweep.local import machine_slots, run_local

@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -25,29 +25,37 @@ from rlrun.cli._app import (
     user_errors,
 )
 from rlrun.recipes import LoadedRecipe, load_recipe
+from rlrun.recipes.agent import refuse_episodes_until_trained
 
 if TYPE_CHECKING:
-    from rlrun.launch import Topology  # imports torch: only the commands that train load it
     from rlrun.training.run import RunOptions
 
 # Scale-out options, shared by `train` and `resume`: both relaunch through `accelerate launch`.
 SCALE_OUT = "Scale-out"
 NumProcessesOpt = Annotated[
-    int,
+    int | None,
     typer.Option(
         "--num-processes",
         min=1,
-        help="Training processes in total (all "
-        "machines): > 1 re-launches through `accelerate launch` with "
-        "`trainer.strategy`.",
+        help="Training processes in total (all machines): > 1 re-launches through `accelerate "
+        "launch` with `trainer.strategy` (default: 1, or the `--accelerate-config` file's).",
         rich_help_panel=SCALE_OUT,
+        show_default=False,
     ),
 ]
-NumMachinesOpt = Annotated[int, typer.Option("--num-machines", min=1, rich_help_panel=SCALE_OUT)]
-MachineRankOpt = Annotated[
-    int,
+NumMachinesOpt = Annotated[
+    int | None,
     typer.Option(
-        "--machine-rank", min=0, help="This machine's rank (0 = the main one).", rich_help_panel=SCALE_OUT
+        "--num-machines", min=1, help="Machines in the job (default: 1).", rich_help_panel=SCALE_OUT
+    ),
+]
+MachineRankOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--machine-rank",
+        min=0,
+        help="This machine's rank (0 = the main one; default: 0).",
+        rich_help_panel=SCALE_OUT,
     ),
 ]
 MainProcessIpOpt = Annotated[
@@ -60,7 +68,8 @@ AccelerateConfigOpt = Annotated[
     Path | None,
     typer.Option(
         "--accelerate-config",
-        help="An `accelerate config` file that owns the distributed setup.",
+        help="An `accelerate config` file that owns the distributed setup (the flags above "
+        "override its values); the command always re-launches through `accelerate launch`.",
         rich_help_panel=SCALE_OUT,
     ),
 ]
@@ -117,20 +126,18 @@ def train(
     ] = False,
     profile: ProfileOpt = False,
     restart: RestartOpt = False,
-    num_processes: NumProcessesOpt = 1,
-    num_machines: NumMachinesOpt = 1,
-    machine_rank: MachineRankOpt = 0,
+    num_processes: NumProcessesOpt = None,
+    num_machines: NumMachinesOpt = None,
+    machine_rank: MachineRankOpt = None,
     main_process_ip: MainProcessIpOpt = None,
     main_process_port: MainProcessPortOpt = None,
     accelerate_config: AccelerateConfigOpt = None,
 ) -> None:
     """Train a recipe: rollouts, rewards, advantages and policy updates, with metrics, checkpoints
     and a run directory (`runs/<name>/`). Ctrl-C saves a checkpoint; `rlrun resume` continues."""
-    from rlrun.launch import Topology
-
-    topology = Topology(num_processes, num_machines, machine_rank, main_process_ip, main_process_port)
+    flags = _scale_out(num_processes, num_machines, machine_rank, main_process_ip, main_process_port)
     if resume and run_dir is None and Path(recipe).is_dir():  # `rlrun train --resume runs/x`
-        return _resume(Path(recipe), overrides or [], topology, accelerate_config, profile, restart)
+        return _resume(Path(recipe), overrides or [], flags, accelerate_config, profile, restart)
     from rlrun.training.run import RunOptions, check_run_dir
 
     options = RunOptions(
@@ -138,11 +145,12 @@ def train(
     )
     with user_errors():
         loaded = load_recipe(recipe, overrides or [])
+        refuse_episodes_until_trained(loaded.recipe, loaded.provenance)
         check_run_dir(loaded, options)
     print_issues(loaded.notices, "notice", "yellow")
     if dry_run:
         return _dry_run(loaded)
-    _relaunch_if_multi_process(loaded, topology, accelerate_config)
+    _relaunch_if_multi_process(loaded, flags, accelerate_config)
     _train(loaded, options, overrides or [])
 
 
@@ -150,9 +158,9 @@ def train(
 def resume_run(
     run_dir: Annotated[Path, typer.Argument(help="The run directory to continue.", show_default=False)],
     overrides: OverridesArg = None,
-    num_processes: NumProcessesOpt = 1,
-    num_machines: NumMachinesOpt = 1,
-    machine_rank: MachineRankOpt = 0,
+    num_processes: NumProcessesOpt = None,
+    num_machines: NumMachinesOpt = None,
+    machine_rank: MachineRankOpt = None,
     main_process_ip: MainProcessIpOpt = None,
     main_process_port: MainProcessPortOpt = None,
     accelerate_config: AccelerateConfigOpt = None,
@@ -162,16 +170,31 @@ def resume_run(
     """Continue a run from its latest checkpoint, with the recipe it was started with (overrides
     may change anything but the model, tokenizer and data, e.g. `trainer.total_steps=500`), in
     any number of processes."""
-    from rlrun.launch import Topology
+    flags = _scale_out(num_processes, num_machines, machine_rank, main_process_ip, main_process_port)
+    _resume(run_dir, overrides or [], flags, accelerate_config, profile, restart)
 
-    topology = Topology(num_processes, num_machines, machine_rank, main_process_ip, main_process_port)
-    _resume(run_dir, overrides or [], topology, accelerate_config, profile, restart)
+
+def _scale_out(
+    num_processes: int | None,
+    num_machines: int | None,
+    machine_rank: int | None,
+    main_process_ip: str | None,
+    main_process_port: int | None,
+) -> dict[str, Any]:
+    """The scale-out flags as given (None: not given), by `rlrun.launch.Topology`'s field names."""
+    return {
+        "num_processes": num_processes,
+        "num_machines": num_machines,
+        "machine_rank": machine_rank,
+        "main_process_ip": main_process_ip,
+        "main_process_port": main_process_port,
+    }
 
 
 def _resume(
     run_dir: Path,
     overrides: list[str],
-    topology: Topology,
+    flags: dict[str, Any],
     accelerate_config: Path | None,
     profile: bool,
     restart: bool,
@@ -180,26 +203,31 @@ def _resume(
     from rlrun.training.run import RunOptions, finished_note
 
     with user_errors():
-        loaded = load_recipe(run_dir / RESOLVED, overrides)
+        loaded = load_recipe(run_dir / RESOLVED, overrides, run_record=True)
+        refuse_episodes_until_trained(loaded.recipe, loaded.provenance)
         done = finished_note(run_dir, loaded)
     if done:  # before any process starts
         console.print(done, soft_wrap=True)
         return
-    _relaunch_if_multi_process(loaded, topology, accelerate_config)
-    _train(loaded, RunOptions(run_dir=run_dir, resume=True, profile=profile, restart=restart), overrides)
+    _relaunch_if_multi_process(loaded, flags, accelerate_config)
+    options = RunOptions(run_dir=run_dir, resume=True, profile=profile, restart=restart, run_dir_key="")
+    _train(loaded, options, overrides)
 
 
 def _relaunch_if_multi_process(
-    loaded: LoadedRecipe, topology: Topology, accelerate_config: Path | None
+    loaded: LoadedRecipe, flags: dict[str, Any], accelerate_config: Path | None
 ) -> None:
-    """With more than one process (and not yet launched): check that the recipe splits evenly,
-    re-run this command under `accelerate launch` with `trainer.strategy`, exit with its code."""
-    from rlrun.launch import check_data_parallel, is_relaunched, relaunch_with_accelerate
+    """With more than one process, or an `accelerate config` file (and not yet launched): check
+    the layout and that the recipe splits evenly, re-run this command under `accelerate launch`
+    with `trainer.strategy`, exit with its code. `flags`: the scale-out flags as given."""
+    from rlrun.launch import is_relaunched, launch_topology, relaunch_with_accelerate
 
-    if topology.num_processes <= 1 or is_relaunched():
+    if is_relaunched():
         return
     with user_errors():
-        check_data_parallel(loaded.recipe, topology.num_processes)
+        topology = launch_topology(loaded, flags, accelerate_config)
+    if topology is None:
+        return
     try:
         strategy = loaded.recipe.trainer.strategy
         code = relaunch_with_accelerate(sys.argv[1:], topology, accelerate_config, strategy)
@@ -225,19 +253,21 @@ def export(
     """Write a checkpoint's policy as a plain Hugging Face model with its tokenizer; a LoRA
     checkpoint's adapters are merged into the base weights. Refuses an OUT that already holds
     files unless `--overwrite`, and a checkpoint whose files differ from their checksums."""
-    from rlrun.pathnames import is_inside
+    from rlrun.pathnames import folder_problem, is_inside
     from rlrun.records.checkpoint import check_checkpoint, export_merged
     from rlrun.records.rundir import CHECKPOINTS
 
     if not checkpoint.is_dir():
         raise fail(f"no checkpoint at {checkpoint}")
+    if (problem := folder_problem(out)) is not None:  # a file in the way: never replaced, --overwrite or not
+        raise fail(f"{out} cannot be the export's folder: {problem}. Export to a folder.")
     pruned = checkpoint.parent if checkpoint.parent.name == CHECKPOINTS else checkpoint
     if is_inside(out, pruned):
         raise fail(
             f"{out} is inside {pruned}, which rlrun prunes: the export would be deleted with old "
             "checkpoints. Export to a folder outside the run's checkpoints."
         )
-    if out.exists() and (not out.is_dir() or any(out.iterdir())) and not overwrite:
+    if out.is_dir() and any(out.iterdir()) and not overwrite:
         raise fail(
             f"{out} already exists and is not empty; rlrun does not overwrite it. "
             "Pick another directory, or pass --overwrite."
@@ -275,7 +305,7 @@ def _train(loaded: LoadedRecipe, options: RunOptions, overrides: list[str]) -> N
     from rlrun.launch import is_relaunched, release_process_group
 
     # the rollout engine too: vLLM tears down its own groups when it closes
-    release_process_group(run.session.engine, meet=run.ended_at_step_boundary)
+    release_process_group(run.session.generation.engine, meet=run.ended_at_step_boundary)
     if run.status == "interrupted":
         # Under the launcher the launching process reports it: torchrun would print a failure
         # report for each process that ended with 130.
@@ -285,7 +315,10 @@ def _train(loaded: LoadedRecipe, options: RunOptions, overrides: list[str]) -> N
 
 
 def _dry_run(loaded: LoadedRecipe) -> None:
+    from rlrun.recipes.summary import unchecked_notices
     from rlrun.training.dryrun import dry_run, dry_run_table
+
+    print_issues(unchecked_notices(loaded), "notice", "yellow")
 
     with user_errors():  # a model or data file that cannot be loaded is a recipe error here too
         report = dry_run(loaded.recipe)

@@ -23,6 +23,7 @@ from rlrun.compare.seed_groups import (
     seed_groups,
 )
 from rlrun.compare.stats import MetricRow, Target, TargetHit, first_reaching, metric_rows, select_metrics
+from rlrun.records.record import Algorithm, RunMeta, Setup
 
 # Metrics that move with the seed as much as with a change of setting (see docs/compare.md, "Seeds first").
 NOISY_METRICS = ("val/", "critic/score/", "critic/rewards/")
@@ -79,7 +80,7 @@ def compare(runs: Sequence[RunRecord], options: CompareOptions = CompareOptions(
         runs=runs,
         labels=labels,
         options=options,
-        incomparabilities=check_comparability(labels, recipes, [run.meta.get("setup") for run in runs]),
+        incomparabilities=check_comparability(labels, recipes, [_setup_view(run.meta) for run in runs]),
         diff=diff_recipes(recipes, show_all=options.show_all),
         metrics=metric_rows(runs, metrics, options.last_k),
         targets=[(target, [first_reaching(run, target) for run in runs]) for target in options.targets],
@@ -96,6 +97,13 @@ def compare(runs: Sequence[RunRecord], options: CompareOptions = CompareOptions(
         else [],
         warnings=_seed_warnings(groups, metrics),
     )
+
+
+def _setup_view(meta: RunMeta | None) -> dict[str, Any] | None:
+    """A run's setup as its record holds it (a key an older record lacks stays absent)."""
+    if meta is None or meta.setup is None:
+        return None
+    return meta.setup.model_dump(exclude_unset=True)
 
 
 def _without_seed(recipe: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -130,30 +138,30 @@ def unique_labels(names: Sequence[str]) -> list[str]:
     return labels
 
 
-def algorithm_label(meta: dict[str, Any]) -> str:
+def algorithm_label(algorithm: Algorithm | None) -> str:
     """`grpo × vanilla × KL in loss`: advantage × policy loss × where the KL enters (meta.json's
     `kl_placement`: none, reward, loss or reward+loss)."""
-    algorithm = meta.get("algorithm") or {}
-    placement = algorithm.get("kl_placement")
+    if algorithm is None:
+        return "?"
+    placement = algorithm.kl_placement
     kl = None if placement is None else "no KL" if placement == "none" else f"KL in {placement}"
-    parts = [algorithm.get("advantage"), algorithm.get("policy_loss"), kl]
+    parts = [algorithm.advantage, algorithm.policy_loss, kl]
     return " × ".join(str(part) for part in parts if part) or "?"
 
 
-def setup_label(meta: dict[str, Any]) -> str:
+def setup_label(setup: Setup | None) -> str:
     """`1×cpu, float32` or `16×cuda, 2 machines, fsdp2, bfloat16, amp bf16, vllm (vllm 0.32.0 on
     cuda)`: meta.json's `setup` (processes × device, machines, strategy, dtype, Accelerate's mixed
     precision, a rollout engine other than hf); `?` for a run that predates it."""
-    setup = meta.get("setup") or {}
-    if not setup:
+    if setup is None:
         return "?"
     parts = [
-        f"{setup.get('processes', '?')}×{setup.get('device', '?')}",
-        f"{setup['machines']} machines" if setup.get("machines", 1) > 1 else None,
-        None if setup.get("strategy") in (None, "none") else str(setup["strategy"]),
-        str(setup.get("dtype", "?")),
-        None if setup.get("mixed_precision") in (None, "no") else f"amp {setup['mixed_precision']}",
-        None if setup.get("rollout_engine") in (None, "hf") else str(setup["rollout_engine"]),
+        f"{setup.processes}×{setup.device}",
+        f"{setup.machines} machines" if setup.machines > 1 else None,
+        None if setup.strategy == "none" else setup.strategy,
+        setup.dtype,
+        None if setup.mixed_precision == "no" else f"amp {setup.mixed_precision}",
+        None if setup.rollout_engine in (None, "hf") else setup.rollout_engine,
     ]
     return ", ".join(part for part in parts if part)
 
@@ -161,19 +169,20 @@ def setup_label(meta: dict[str, Any]) -> str:
 def header(run: RunRecord, label: str) -> dict[str, Any]:
     """The facts of one run shown above the tables."""
     meta = run.meta
+    recipe_model = ((run.recipe or {}).get("model") or {}).get("path")
     return {
         "name": label,
         "source": run.source,
-        "algorithm": algorithm_label(meta),
-        "model": meta.get("model") or (run.recipe or {}).get("model", {}).get("path"),
-        "setup": meta.get("setup"),
+        "algorithm": algorithm_label(meta.algorithm if meta else None),
+        "model": (meta.model if meta else None) or recipe_model,
+        "setup": _setup_view(meta),
         "status": run.status,
         "steps_done": run.last_step,
-        "total_steps": meta.get("total_steps"),
+        "total_steps": meta.total_steps if meta else None,
         "wall_time_s": run.wall_time_s,
-        "git_sha": meta.get("git_sha"),
-        "git_dirty": meta.get("git_dirty"),
-        "seed": meta.get("seed"),
+        "git_sha": meta.git_sha if meta else None,
+        "git_dirty": meta.git_dirty if meta else None,
+        "seed": meta.seed if meta else None,
         "last_update": _iso(run.last_update),
         "notes": run.notes,
     }

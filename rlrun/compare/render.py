@@ -112,7 +112,7 @@ def _header_table(comparison: Comparison) -> Table:
             Text(label + (" (ref)" if index == 0 else ""), style="bold"),
             facts["algorithm"],
             str(facts["model"] or "—"),
-            setup_label(run.meta),
+            setup_label(run.meta.setup if run.meta else None),
             status,
             f"{_or_dash(facts['steps_done'])}/{_or_dash(facts['total_steps'])}",
             format_duration(facts["wall_time_s"]),

@@ -19,27 +19,26 @@ from typing import Any
 
 import psutil
 
-from rlrun.records.rundir import AXIS_KEYS, lock_is_held, looks_like_run, read_run_files
+from rlrun.records.record import AXIS_KEYS, RunMeta
+from rlrun.records.rundir import lock_is_held, looks_like_run, read_run_files
 
 STALE_AFTER_S = 30 * 60  # no heartbeat for this long: "stale" (hung, or on a machine out of sight)
 
 
-def live_status(meta: dict[str, Any], *, now: float, hostname: str, alive: Callable[[], bool]) -> str:
+def live_status(meta: RunMeta, *, now: float, hostname: str, alive: Callable[[], bool]) -> str:
     """What a run's meta.json status means now (see `RunRecord.status`); `alive` says whether
     the training process of a run on this machine is still there."""
-    status = str(meta.get("status") or "unknown")
-    if status != "running":
-        return status
-    if meta.get("hostname") == hostname and not alive():
+    if meta.status != "running":
+        return meta.status
+    if meta.hostname == hostname and not alive():
         return "crashed"
-    try:
-        heartbeat = datetime.fromisoformat(str(meta["heartbeat"])).timestamp()
-    except (KeyError, ValueError):
-        return status  # written before heartbeats were recorded
-    return "stale" if now - heartbeat > STALE_AFTER_S else status
+    if meta.heartbeat is None:
+        return meta.status  # written before heartbeats were recorded
+    heartbeat = datetime.fromisoformat(meta.heartbeat).timestamp()
+    return "stale" if now - heartbeat > STALE_AFTER_S else meta.status
 
 
-def training_process_alive(run_dir: Path, meta: dict[str, Any]) -> bool:
+def training_process_alive(run_dir: Path, meta: RunMeta) -> bool:
     """Whether the process that trains `run_dir` on this machine is alive: it holds the run
     lock, which the kernel drops when the process ends (a zombie holds nothing). A pid alone
     misleads: a zombie's pid still exists and a reused one belongs to another process. Runs
@@ -47,11 +46,13 @@ def training_process_alive(run_dir: Path, meta: dict[str, Any]) -> bool:
     held = lock_is_held(run_dir)
     if held is not None:
         return held
+    if meta.pid is None or meta.heartbeat is None:
+        return False
     try:
-        process = psutil.Process(int(meta["pid"]))
-        heartbeat = datetime.fromisoformat(str(meta["heartbeat"])).timestamp()
+        process = psutil.Process(meta.pid)
+        heartbeat = datetime.fromisoformat(meta.heartbeat).timestamp()
         return process.status() != psutil.STATUS_ZOMBIE and process.create_time() <= heartbeat
-    except (KeyError, ValueError, TypeError, psutil.Error):
+    except psutil.Error:
         return False
 
 
@@ -61,12 +62,12 @@ class RunReadError(Exception):
 
 @dataclass(frozen=True)
 class RunRecord:
-    """One finished or running run as `compare` sees it: its meta.json, resolved recipe and
-    metric rows (ordered by step). (`rlrun.training.run.Run` is a run while it trains.)"""
+    """One finished or running run as `compare` sees it: its meta.json (None: none yet), resolved
+    recipe and metric rows (ordered by step). (`rlrun.training.run.Run` is a run while it trains.)"""
 
     name: str
     source: str
-    meta: dict[str, Any]
+    meta: RunMeta | None
     recipe: dict[str, Any] | None
     rows: list[dict[str, float]]
     notes: list[str] = field(default_factory=list)
@@ -76,6 +77,8 @@ class RunRecord:
     def status(self) -> str:
         """meta.json's status, except that a "running" run on this machine whose training
         process is gone reads as "crashed", and one with no step for `STALE_AFTER_S` as "stale"."""
+        if self.meta is None:
+            return "unknown"
         alive = partial(training_process_alive, Path(self.source), self.meta)
         return live_status(self.meta, now=time.time(), hostname=socket.gethostname(), alive=alive)
 
@@ -107,7 +110,7 @@ def load_run(ref: str, runs_dir: Path | str = "runs") -> RunRecord:
     """Read a run given as a directory or a run name under `runs_dir`."""
     path = resolve_run_dir(ref, Path(runs_dir))
     files = read_run_files(path)
-    name = str(files.meta.get("name") or path.name)
+    name = files.meta.name if files.meta is not None else path.name
     return RunRecord(name, str(path), files.meta, files.recipe, files.rows, files.notes, files.last_update)
 
 

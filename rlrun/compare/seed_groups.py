@@ -124,7 +124,8 @@ def _without_seed(recipe: dict[str, Any]) -> str:
 
 def _seeds(runs: Sequence[RunRecord], members: list[int]) -> list[Any]:
     return [
-        ((runs[i].recipe or {}).get("trainer") or {}).get("seed", runs[i].meta.get("seed")) for i in members
+        ((runs[i].recipe or {}).get("trainer") or {}).get("seed", runs[i].meta.seed if runs[i].meta else None)
+        for i in members
     ]
 
 

@@ -9,11 +9,12 @@ from __future__ import annotations
 from typing import Any
 
 from rlrun.compare.runs import RunReadError, RunRecord
-from rlrun.records.rundir import fill_axis_defaults, parse_number
+from rlrun.records.record import MetricsRow, RunMeta, parse_number
 
-# W&B run states -> the statuses of meta.json
+# W&B run states (docs.wandb.ai, "Run states") -> the statuses of meta.json
 _STATUS = {
     "running": "running",
+    "pending": "running",  # scheduled, not started: W&B holds the run, its process is on its way
     "finished": "finished",
     "crashed": "failed",
     "failed": "failed",
@@ -45,16 +46,18 @@ def load_wandb_run(path: str, api: Any = None) -> RunRecord:
     trainer = config.get("trainer") or {}
     algorithm = config.get("algorithm") or {}
     actor = config.get("actor") or {}
-    meta = {
-        "name": wb_run.name,
-        "status": _STATUS.get(wb_run.state, wb_run.state),
-        "git_sha": getattr(wb_run, "commit", None),
-        "seed": trainer.get("seed"),
-        "total_steps": trainer.get("total_steps"),
-        "model": (config.get("model") or {}).get("path"),
-        "algorithm": {"advantage": algorithm.get("advantage"), "policy_loss": actor.get("policy_loss")},
-        "wandb_run_id": wb_run.id,
-    }
+    if wb_run.state not in _STATUS:
+        raise RunReadError(f"W&B run {path} is in a state rlrun does not know: {wb_run.state!r}")
+    meta = RunMeta(
+        name=wb_run.name,
+        status=_STATUS[wb_run.state],
+        git_sha=getattr(wb_run, "commit", None),
+        seed=trainer.get("seed"),
+        total_steps=trainer.get("total_steps"),
+        model=(config.get("model") or {}).get("path"),
+        algorithm={"advantage": algorithm.get("advantage"), "policy_loss": actor.get("policy_loss")},
+        wandb_run_id=wb_run.id,
+    )
     rows = [_row(record) for record in history]
     rows = [row for row in rows if row is not None]
     return RunRecord(
@@ -67,13 +70,8 @@ def _row(record: dict[str, Any]) -> dict[str, float] | None:
     step = record.get("step", record.get("_step"))
     if step is None:
         return None
-    row = {
-        key: num
-        for key, value in record.items()
-        if not key.startswith("_") and (num := parse_number(value)) is not None
-    }
-    row["step"] = int(step)
-    if "wall_time_s" not in row and (runtime := parse_number(record.get("_runtime"))) is not None:
-        row["wall_time_s"] = runtime
-    fill_axis_defaults(row)
-    return row
+    row = {key: value for key, value in record.items() if not key.startswith("_")}
+    row["step"] = step
+    if parse_number(row.get("wall_time_s")) is None and "_runtime" in record:
+        row["wall_time_s"] = record["_runtime"]
+    return MetricsRow.parse(row).flat()

@@ -8,7 +8,7 @@ report    <- what mapped, what changed unit, what has no equivalent, what key is
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -49,10 +49,11 @@ class Conversion:
     recipe: dict[str, Any]
     rows: list[Row] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # things the user must know (processes, paths)
+    describes: str = ""  # the version of the other stack whose defaults and semantics the tables hold
 
     def report(self) -> str:
         """What mapped, what changed unit, what has no equivalent, as text."""
-        lines: list[str] = []
+        lines: list[str] = [f"read as {self.describes} runs it"] if self.describes else []
         sections = [
             ("converted (the value or its unit changes)", "converted"),
             ("mapped", "mapped"),
@@ -81,7 +82,8 @@ class Conversion:
 
     def to_yaml(self) -> str:
         """The recipe, headed by a comment on where it came from and what did not carry over."""
-        header = [f"# Converted by `rlrun convert {self.stack}` from {self.source}."]
+        semantics = f" ({self.describes}'s defaults and semantics)" if self.describes else ""
+        header = [f"# Converted by `rlrun convert {self.stack}`{semantics} from {self.source}."]
         changed = [r for r in self.rows if r.kind in ("converted", "no value", "unknown")]
         changed += [r for r in self.rows if r.kind == "no equivalent" and r.origin == "set"]
         if changed:
@@ -147,16 +149,19 @@ def build(
     fixed: Mapping[str, Any],
     processes: int,
     refuse_unknown: bool = False,
+    describes: str = "",
+    refused: Sequence[str] = (),
 ) -> Conversion:
-    """The recipe for `settings` (dotted keys of `stack`, read through `table`; `defaults` are
-    the stack's own), with `fixed` rlrun values added, and what became of each key. A key the
-    table refuses (or, with `refuse_unknown`, one it does not know) raises ConvertError listing
-    every such key with its value and reason."""
+    """The recipe for `settings` (dotted keys of `stack` as `describes` reads them, through
+    `table`; `defaults` are the stack's own), with `fixed` rlrun values added, and what became of
+    each key. A key the table refuses (or, with `refuse_unknown`, one it does not know) raises
+    ConvertError listing every such key with its value and reason, after the `refused` ones
+    the caller found."""
     effective = {**defaults, **settings}
     rlrun_defaults = Recipe().model_dump(mode="json")
     values: dict[str, Any] = {}
     rows: list[Row] = []
-    refusals: list[str] = []
+    refusals: list[str] = list(refused)
     # The user's keys first: where two keys set one rlrun key (verl's two names of the actor's
     # compute dtype, say), theirs wins over the stack's default.
     for key in [*settings, *(k for k in defaults if k not in settings)]:
@@ -181,16 +186,20 @@ def build(
                     Row(key, value, origin, "no equivalent", note=f"{stack}'s default: changes nothing")
                 )
             continue
+        waits_on = ", ".join(getattr(value, "names", ()))
+        if waits_on and row.infrastructure:
+            note = f"it waits on {waits_on}, not set here: rlrun's default stays"
+            rows.append(Row(key, value, origin, "no value", row.rlrun, note=note))
+            continue
         try:
-            if getattr(value, "names", ()) and (row.rlrun or row.convert):
-                raise ValueError(
-                    f"it waits on {', '.join(value.names)}, not set here (set it in the environment)"
-                )
+            if waits_on and (row.rlrun or row.convert):
+                raise ValueError(f"it waits on {waits_on}, not set here (set it in the environment)")
             rlrun_value = (
                 row.convert(value, effective) if row.convert and (row.rlrun or origin == "set") else value
             )
-        except (ValueError, TypeError) as err:  # the message may name the key itself
-            refusals.append(str(err) if str(err).startswith(f"{key}=") else f"{key}={flow(value)}: {err}")
+        except (ValueError, TypeError) as err:  # the message may name the key itself, or another one
+            named = str(err).startswith(f"{key}=") or hasattr(err, "key")
+            refusals.append(str(err) if named else f"{key}={flow(value)}: {err}")
             continue
         if row.rlrun is None:
             if origin == "set":
@@ -206,10 +215,7 @@ def build(
         rows.append(Row(key, value, origin, kind, row.rlrun, rlrun_value, row.note))
         values.setdefault(row.rlrun, rlrun_value)
     if refusals:
-        raise ConvertError(
-            f"{source}: rlrun cannot run this {stack} experiment as it is; nothing was written.\n"
-            + "\n".join(f"  - {reason}" for reason in refusals)
-        )
+        raise refusal(source, stack, refusals)
     values.update(fixed)
     if not values.get("critic.enabled"):  # critic settings do nothing without a critic
         unused = {k for k in values if k.startswith("critic.") and k != "critic.enabled"}
@@ -228,8 +234,16 @@ def build(
             "(batch sizes above are totals over all processes)"
         )
     description = f"Converted from {stack} ({Path(source).name})"
-    return Conversion(
-        stack, source, {"extends": "base", "description": description, **_nest(values)}, rows, notes
+    recipe = {"extends": "base", "description": description, **_nest(values)}
+    return Conversion(stack, source, recipe, rows, notes, describes)
+
+
+def refusal(source: str, stack: str, reasons: Sequence[str]) -> ConvertError:
+    """The error listing every reason (each once) why rlrun cannot run `source` as `stack` would."""
+    listed = "\n".join(f"  - {reason}" for reason in dict.fromkeys(reasons))
+    shown = {"trl": "TRL"}.get(stack, stack)
+    return ConvertError(
+        f"{source}: rlrun cannot run this {shown} experiment as it is; nothing was written.\n{listed}"
     )
 
 

@@ -20,7 +20,8 @@ from typing import Any
 
 import yaml
 
-from rlrun.convert.conversion import Conversion, ConvertError, Row, build
+from rlrun.convert.conversion import Conversion, ConvertError, Row, build, refusal
+from rlrun.convert.trl_defaults import TRANSFORMERS_VERSION, TRL_VERSION
 from rlrun.convert.trl_keys import (
     PROCESSES,
     ROWS,
@@ -31,6 +32,7 @@ from rlrun.convert.trl_keys import (
     combination_refusals,
     fixed_values,
     rule,
+    steps_per_generation,
 )
 from rlrun.facts.key_table import KeyMap
 from rlrun.recipes.yaml_io import RecipeLoader
@@ -240,28 +242,28 @@ def convert(
     settings: dict[str, Any], source: str, processes: int | None = None, rows: int | None = None
 ) -> Conversion:
     """The recipe for TRL `settings`, trained on `processes` processes (the config's
-    `num_processes` when it has one), and what became of each key; RefusedKey -> ConvertError.
-    `rows`: the training rows of a dataset the converter cannot count (a hub dataset), which
-    TRL's epochs need."""
+    `num_processes` when it has one), and what became of each key; ConvertError listing every
+    key rlrun cannot honour. `rows`: the training rows of a dataset the converter cannot count
+    (a hub dataset, a folder), which TRL's epochs need."""
     try:
         return _convert(settings, source, processes, rows)
-    except RefusedKey as err:
-        raise ConvertError(f"{source}: {err}") from None
+    except RefusedKey as err:  # one that stops the others from being read (a value of the wrong kind)
+        raise refusal(source, "trl", [str(err)]) from None
 
 
 def _convert(settings: dict[str, Any], source: str, processes: int | None, rows: int | None) -> Conversion:
+    refused: list[str] = []
     given = settings.get(PROCESSES)
     if given is not None and processes is not None and given != processes:
-        raise RefusedKey(
-            PROCESSES, given, f"the config says {given} processes and --num-processes {processes}: keep one"
-        )
+        reason = f"the config says {given} processes and --num-processes {processes}: keep one"
+        refused.append(str(RefusedKey(PROCESSES, given, reason)))
     settings = {**settings, PROCESSES: given if given is not None else processes or 1}
     report, mapped = [], {}
     for key, value in settings.items():
         verdict = rule(key, value)
         if verdict.kind == "refused":
-            raise RefusedKey(key, value, verdict.reason)
-        if verdict.kind == "mapped":
+            refused.append(str(RefusedKey(key, value, verdict.reason)))
+        elif verdict.kind == "mapped":
             mapped[key] = value
         elif key != PROCESSES:
             note = verdict.reason or "TRL's default, which rlrun does too"
@@ -269,10 +271,8 @@ def _convert(settings: dict[str, Any], source: str, processes: int | None, rows:
                 Row(key, value, "set", "ignored", note=f"ignored: {note}" if verdict.reason else note)
             )
     effective = {**TRL_DEFAULTS, **settings}
-    _require_data_and_rewards(effective)
-    combination_refusals(effective)
-    rows_counted = _count_rows(effective, rows)
-    context = {PROCESSES: settings[PROCESSES], ROWS: rows_counted}
+    refused += [str(err) for err in [*_missing(effective), *combination_refusals(effective)]]
+    context = {PROCESSES: settings[PROCESSES], ROWS: rows}
     table = {**TABLE, **{key: KeyMap(None) for key in context}}
     conversion = build(
         {**mapped, **context},
@@ -282,58 +282,46 @@ def _convert(settings: dict[str, Any], source: str, processes: int | None, rows:
         defaults={k: v for k, v in TRL_DEFAULTS.items() if k in TABLE},
         fixed=fixed_values(effective),
         processes=int(settings[PROCESSES]),
+        describes=f"TRL {TRL_VERSION} (transformers {TRANSFORMERS_VERSION})",
+        refused=refused,
     )
     conversion.rows = [
         r
         for r in conversion.rows
         if r.key not in context and not (r.kind == "no value" and r.origin != "set")
     ] + report
-    conversion.notes += _notes(effective, rows_counted)
+    conversion.notes += _notes(effective, rows)
     return conversion
 
 
-def _require_data_and_rewards(settings: dict[str, Any]) -> None:
-    if settings.get("datasets"):
-        raise RefusedKey("datasets", settings["datasets"], rule("datasets", settings["datasets"]).reason)
-    if not settings.get("dataset_name"):
-        raise RefusedKey(
-            "dataset_name",
-            None,
-            "TRL needs a dataset (dataset_name or datasets); without one rlrun would train on "
-            "its arithmetic generator. Add dataset_name",
+def _missing(settings: dict[str, Any]) -> list[RefusedKey]:
+    """What TRL needs and the config lacks: data, rewards, a model."""
+    missing = []
+    if not settings.get("dataset_name") and not settings.get("datasets"):  # a `datasets` list is refused
+        missing.append(
+            RefusedKey(
+                "dataset_name",
+                None,
+                "TRL needs a dataset (dataset_name or datasets); without one rlrun would train on "
+                "its arithmetic generator. Add dataset_name",
+            )
         )
     if not settings.get("reward_funcs") and not settings.get("reward_model_name_or_path"):
-        raise RefusedKey(
-            "reward_funcs",
-            None,
-            "TRL needs reward functions (reward_funcs or reward_model_name_or_path); add them",
+        missing.append(
+            RefusedKey(
+                "reward_funcs",
+                None,
+                "TRL needs reward functions (reward_funcs or reward_model_name_or_path); add them",
+            )
         )
     if not settings.get("model_name_or_path"):
-        raise RefusedKey("model_name_or_path", None, "add the model to train")
-
-
-def _count_rows(settings: dict[str, Any], given: int | None) -> int | None:
-    """The training rows: of a local data file, else `given` (a hub dataset is not downloaded)."""
-    name = str(settings.get("dataset_name") or "")
-    path = Path(name).expanduser()
-    if (
-        settings.get("dataset_config")
-        or path.suffix not in (".jsonl", ".json", ".parquet")
-        or not path.is_file()
-    ):
-        return given
-    from rlrun.data.sources import load_file  # reads the file: only when it is one
-
-    try:
-        counted = len(load_file(str(path)))
-    except Exception as err:  # noqa: BLE001 (DataError or a reader's own error: named, not raised)
-        raise ConvertError(f"{path}: cannot count its rows ({err})") from None
-    if given is not None and given != counted:
-        raise ConvertError(f"--dataset-rows {given}, but {path} holds {counted} rows")
-    return counted
+        missing.append(RefusedKey("model_name_or_path", None, "add the model to train"))
+    return missing
 
 
 def _notes(settings: dict[str, Any], rows: int | None) -> list[str]:
+    """What the user must know: the answer column, epochs, and where TRL's optimizer steps within
+    a generation differ from rlrun's mini-batches."""
     notes = [
         (
             "TRL passes the dataset's columns to its reward functions: rlrun scores against "
@@ -344,5 +332,19 @@ def _notes(settings: dict[str, Any], rows: int | None) -> list[str]:
         notes.append(
             f"trainer.total_steps from num_train_epochs over the {rows} rows of {settings['dataset_name']}; "
             "rlrun draws the next epoch's prompts where TRL drops an epoch's last incomplete batch"
+        )
+    mini_batches = steps_per_generation(settings) // int(settings["gradient_accumulation_steps"])
+    if mini_batches > 1 and int(settings["num_iterations"]) > 1:
+        notes.append(
+            f"TRL splits each generation batch once into its {mini_batches} optimizer steps and makes its "
+            f"num_iterations={settings['num_iterations']} passes over the same split; rlrun reshuffles the "
+            "mini-batches every pass (actor.ppo_epochs), so after the first pass other samples share an "
+            "optimizer step"
+        )
+    if mini_batches > 1 and settings.get("loss_type") == "dapo":
+        notes.append(
+            "loss_type dapo: TRL divides each optimizer step's token sum by the generation "
+            f"batch's tokens / {mini_batches}, rlrun by the step's own tokens (actor.loss_agg_mode token-mean): "
+            "the same when the mini-batches hold equal token counts"
         )
     return notes

@@ -1,9 +1,13 @@
-"""The defaults of TRL 1.16.0's config classes, read from its wheel (trl/trainer/*_config.py,
-trl/scripts/), and of the transformers `TrainingArguments` they extend (transformers 5.24).
-A key of these classes the converter has no rule for is accepted only at its default here.
+"""The defaults of TRL 1.16.0's config classes (trl/trainer/*_config.py, trl/scripts/)
+and of the transformers `TrainingArguments` they extend, for `rlrun convert trl`. A key of these
+classes the converter has no rule for is accepted only at its default here. Written by
+scripts/trl_defaults.py from the installed packages, which also checks it (`--write` rewrites it).
 """
 
 from typing import Any
+
+TRL_VERSION = "1.16.0"
+TRANSFORMERS_VERSION = "5.24.0"
 
 # transformers.TrainingArguments
 TRAINING_ARGUMENTS: dict[str, Any] = {

@@ -17,13 +17,17 @@ rlrun counts samples over all processes and steps in generations (one rollout an
     trainer.prompts_per_step  = generation batch (micro x steps_per_generation) / num_generations
     optimizer steps per generation k = steps_per_generation x num_iterations / gradient_accumulation_steps
     trainer.total_steps       = max_steps / k, or num_train_epochs x floor(rows / prompts_per_step)
+
+The lr schedule stays in TRL's unit: transformers' Trainer steps it once per optimizer step, and
+so does the converted recipe (`actor.lr_scheduler.step_unit: optimizer_step`), its warm-up in
+optimizer steps and its decay over total_steps x k of them.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from rlrun.convert.trl_defaults import (
@@ -184,21 +188,18 @@ def total_steps(value: Any, settings: Settings) -> int:
 
 
 def _warmup(value: Any, settings: Settings) -> int:
-    """TRL's warm-up optimizer steps (warmup_steps; below 1 a ratio, as warmup_ratio) in rlrun
-    steps; TRL's `constant` schedule has none."""
+    """TRL's warm-up in optimizer steps, as transformers' `get_warmup_steps` counts them:
+    warmup_steps, below 1 a fraction of the optimizer steps (rounded up; transformers 4's
+    warmup_ratio alike); TRL's `constant` schedule has none."""
     if settings.get("lr_scheduler_type") == "constant":
         return 0
     steps = _float(settings, "warmup_steps")
-    ratio = steps if 0 < steps < 1 else _float(settings, "warmup_ratio")
     if steps >= 1:
-        optimizer_steps = int(steps)
-    elif ratio == 0:
+        return int(steps)
+    ratio = steps if steps > 0 else _float(settings, "warmup_ratio")
+    if ratio == 0:
         return 0
-    else:
-        optimizer_steps = math.ceil(
-            ratio * total_steps(None, settings) * optimizer_steps_per_generation(settings)
-        )
-    return _in_rlrun_steps("warmup_steps", optimizer_steps, settings)
+    return math.ceil(ratio * total_steps(None, settings) * optimizer_steps_per_generation(settings))
 
 
 def _betas(value: Any, settings: Settings) -> list[float]:
@@ -350,11 +351,29 @@ def _reward_functions(value: Any, settings: Settings) -> list[dict[str, Any]] | 
 
 
 def _dataset(value: Any, settings: Settings) -> str | None:
+    """What TRL's `load_dataset(dataset_name, name=dataset_config)` reads: a hub dataset, or a
+    local folder of data files (both rlrun's `hf:` source, read by the same `datasets` call). A
+    single file it cannot read (datasets finds no data file there), so neither is it converted."""
     name = settings.get("dataset_name")
     if not name:
         return None
+    local = Path(str(name)).expanduser()
+    if local.is_dir():
+        name = str(local.resolve())
+    elif local.exists() or str(name).startswith(("/", "./", "../", "~")) or local.suffix in _DATA_FILES:
+        where = "a file" if local.exists() else "not a folder here"
+        raise RefusedKey(
+            "dataset_name",
+            name,
+            f"{where}: TRL passes it to datasets.load_dataset, which reads a hub dataset or a folder of data "
+            'files, not one file ("Couldn\'t find any data file"), so TRL would not train on it. Put the file '
+            "in a folder (as train.jsonl) and name the folder",
+        )
     config = settings.get("dataset_config")
     return f"hf:{name}:{config}" if config else f"hf:{name}"
+
+
+_DATA_FILES = (".json", ".jsonl", ".parquet", ".csv", ".txt", ".arrow")
 
 
 def _top_k(value: Any, settings: Settings) -> int:
@@ -419,7 +438,9 @@ def _max_prompt(value: Any, settings: Settings) -> int | None:
 TABLE: dict[str, KeyMap] = {
     # --- the `trl grpo` script's model, data and rewards ---
     "model_name_or_path": KeyMap("model.path"),
-    "dataset_name": KeyMap("data.source", "a hub dataset: hf:<name>[:<config>]", _dataset),
+    "dataset_name": KeyMap(
+        "data.source", "a hub dataset or a local folder: hf:<name or absolute folder>[:<config>]", _dataset
+    ),
     "dataset_config": KeyMap("data.source", "hf:<name>:<config>", _dataset),
     "reward_funcs": KeyMap(
         "reward.functions",
@@ -528,13 +549,14 @@ TABLE: dict[str, KeyMap] = {
     "max_grad_norm": KeyMap("actor.grad_clip", "0 = no clipping (null)", _grad_clip),
     "lr_scheduler_type": KeyMap(
         "actor.lr_scheduler.name",
-        "constant_with_warmup = constant; the lr is set once per rlrun step (TRL: per optimizer step)",
+        "constant_with_warmup = constant; stepped once per optimizer step, as transformers' Trainer "
+        "(actor.lr_scheduler.step_unit: optimizer_step)",
         _scheduler,
     ),
-    "warmup_steps": KeyMap("actor.lr_scheduler.warmup_steps", "optimizer steps -> rlrun steps", _warmup),
-    "warmup_ratio": KeyMap(
-        "actor.lr_scheduler.warmup_steps", "a fraction of the steps -> rlrun steps", _warmup
+    "warmup_steps": KeyMap(
+        "actor.lr_scheduler.warmup_steps", "optimizer steps; below 1 a fraction of them", _warmup
     ),
+    "warmup_ratio": KeyMap("actor.lr_scheduler.warmup_steps", "a fraction of the optimizer steps", _warmup),
     # --- the run ---
     "seed": KeyMap("trainer.seed"),
     "data_seed": KeyMap("data.seed"),
@@ -765,31 +787,38 @@ def _same(value: Any, default: Any) -> bool:
     return value == default or (value in (None, []) and default in (None, []))
 
 
-CombinationCheck = Callable[[Settings], None]
-
-
-def combination_refusals(settings: Settings) -> None:
+def combination_refusals(settings: Settings) -> list[RefusedKey]:
     """Settings refused only together: TRL's KL bias correction when a KL is on, a reward scaling
-    rlrun lacks. Raises RefusedKey."""
+    rlrun lacks, fp16."""
+    refused = []
     if _float(settings, "beta") > 0 and settings.get("use_bias_correction_kl"):
-        raise RefusedKey(
-            "use_bias_correction_kl",
-            True,
-            f"with beta={settings['beta']}: {REFUSED['use_bias_correction_kl']}",
+        refused.append(
+            RefusedKey(
+                "use_bias_correction_kl",
+                True,
+                f"with beta={settings['beta']}: {REFUSED['use_bias_correction_kl']}",
+            )
         )
     if settings.get("scale_rewards") not in (True, False, "group", "none"):
-        raise RefusedKey(
-            "scale_rewards", settings.get("scale_rewards"), "rlrun normalises per group or not at all"
+        refused.append(
+            RefusedKey(
+                "scale_rewards", settings.get("scale_rewards"), "rlrun normalises per group or not at all"
+            )
         )
     if settings.get("fp16"):
-        raise RefusedKey("fp16", True, REFUSED["fp16"])
+        refused.append(RefusedKey("fp16", True, REFUSED["fp16"]))
+    return refused
 
 
 def fixed_values(settings: Settings) -> dict[str, Any]:
     """rlrun values that follow from TRL's behaviour rather than from one key."""
     on = _float(settings, "beta") > 0
-    # TRL templates prompts written as chat messages and tokenizes text prompts as they are
-    values: dict[str, Any] = {"actor.kl_loss.enabled": on, "data.apply_chat_template": "messages"}
+    values: dict[str, Any] = {
+        "actor.kl_loss.enabled": on,
+        # TRL templates prompts written as chat messages and tokenizes text prompts as they are
+        "data.apply_chat_template": "messages",
+        "actor.lr_scheduler.step_unit": "optimizer_step",  # transformers' Trainer steps it so
+    }
     if on:
         values["actor.kl_loss.estimator"] = "k3_unclamped"
     if {"accuracy_reward", "reasoning_accuracy_reward"} & set(settings.get("reward_funcs") or []):

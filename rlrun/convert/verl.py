@@ -16,13 +16,14 @@ from typing import Any
 
 import yaml
 
-from rlrun.convert.conversion import Conversion, ConvertError, build, read_yaml
+from rlrun.convert.conversion import Conversion, ConvertError, build, read_yaml, refusal
 from rlrun.convert.verl_shell import MAX_SCRIPT_CHARS, ShellError, Unresolved, find_verl_command, unresolved
 from rlrun.facts.verl_keys import (
     DAPO_TRAINER,
     TABLE,
     TRAINER,
     VERL_DEFAULTS,
+    VERL_VERSION,
     columns,
     data_parallel,
     data_sources,
@@ -55,11 +56,14 @@ class VerlRun:
 
 
 def read_source(args: list[str], environ: dict[str, str] | None = None) -> VerlRun:
-    """The verl run the user gave: one .yaml/.yml file, one shell script (.sh), or a command line."""
+    """The verl run the user gave: a .yaml/.yml file or a shell script (.sh), either followed by
+    key=value overrides, or a command line. After a script the overrides are its arguments, as
+    `bash run.sh key=value` passes them: where its verl command has `$@`, else after its own; after
+    a YAML they override its keys."""
     import os
 
-    if len(args) == 1 and args[0].endswith((".yaml", ".yml", ".sh")):
-        path = Path(args[0])
+    if args and args[0].endswith((".yaml", ".yml", ".sh")):
+        path, overrides = Path(args[0]), args[1:]
         try:
             if path.stat().st_size > MAX_SCRIPT_CHARS:
                 raise ConvertError(
@@ -72,10 +76,12 @@ def read_source(args: list[str], environ: dict[str, str] | None = None) -> VerlR
             raise ConvertError(f"{path}: not UTF-8 text ({err.reason} at byte {err.start})") from None
         try:
             if path.suffix == ".sh":
-                run = read_script(text, dict(os.environ) if environ is None else environ)
+                run = read_script(text, dict(os.environ) if environ is None else environ, overrides)
             else:
                 settings, notes = read_yaml(text)
                 run = VerlRun({key: _interpolation(value) for key, value in settings.items()}, notes=notes)
+                if overrides:
+                    run.settings |= read_command_line(overrides).settings
         except ConvertError as err:
             raise ConvertError(f"{path}: {err}") from None
         run.name = str(path)
@@ -131,16 +137,26 @@ def read_command_line(args: list[str]) -> VerlRun:
     return VerlRun(settings, trainer, notes)
 
 
-def read_script(text: str, environ: dict[str, str] | None = None) -> VerlRun:
-    """The verl run of a launch script: the first command running a verl trainer, with the
-    script's variables (and the environment's) expanded the way bash would."""
+def read_script(
+    text: str, environ: dict[str, str] | None = None, arguments: list[str] | None = None
+) -> VerlRun:
+    """The verl run of a launch script given `arguments`: the first command running a verl
+    trainer, with the script's variables (and the environment's) expanded the way bash would.
+    Arguments its command does not pass on (no `$@`) follow its own words."""
+    arguments = arguments or []
     try:
-        command = find_verl_command(text, {} if environ is None else environ)
+        command = find_verl_command(text, {} if environ is None else environ, arguments)
     except ShellError as err:
         raise ConvertError(str(err)) from None
     if command is None:
         raise ConvertError("no command running verl's trainer (`python3 -m verl.trainer.main_ppo ...`) found")
-    run = read_command_line(["-m", command.module, *command.args])
+    appended = [] if command.passes_arguments else arguments
+    run = read_command_line(["-m", command.module, *command.args, *appended])
+    if appended:
+        run.notes.append(
+            f"the script's verl command has no $@, so bash would not pass it {' '.join(appended)}; "
+            "rlrun applied them after its own settings"
+        )
     return run
 
 
@@ -231,10 +247,7 @@ def convert(run: VerlRun) -> Conversion:
         reasons.append(str(err))
         processes = total = 1
     if reasons:
-        raise ConvertError(
-            f"{run.name}: rlrun cannot run this verl experiment as it is; nothing was written.\n"
-            + "\n".join(f"  - {reason}" for reason in reasons)
-        )
+        raise refusal(run.name, "verl", reasons)
     fixed = {"trainer.eval.prompts": None}  # verl scores its whole validation set
     conversion = build(
         run.settings,
@@ -247,6 +260,7 @@ def convert(run: VerlRun) -> Conversion:
         fixed=fixed,
         processes=processes,
         refuse_unknown=True,
+        describes=f"verl {VERL_VERSION}",
     )
     conversion.notes.append("trainer.eval.prompts: null, the whole validation set, as verl evaluates")
     if run.trainer == DAPO_TRAINER and run.settings.get("algorithm.filter_groups.enable"):

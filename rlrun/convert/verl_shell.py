@@ -8,9 +8,11 @@ expand  <- each word's variables from the assignments before it (and the environ
 result  <- the words after `python3 -m MODULE` of the first command that runs a verl trainer
            (behind `VAR=1`, `env`, `ray job submit ... --`, `torchrun` alike)
 
-A value bash would take from outside the script (an unset variable, `$(command)`, the script's
-arguments) cannot be known here: it stays as written, as an `Unresolved` string naming what it
-waits on, so the converter can refuse exactly the keys that need it.
+A value bash would take from outside the script (an unset variable, `$(command)`) cannot be known
+here: it stays as written, as an `Unresolved` string naming what it waits on, so the converter can
+refuse exactly the keys that need it. A variable assigned such a value waits on what the value
+waits on (`NNODES=${SLURM_JOB_NUM_NODES}`: `$NNODES` names `$SLURM_JOB_NUM_NODES`, which the user
+can set). The script's arguments are the ones it is given (`$1`, `$@`), none by default.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from __future__ import annotations
 import ast
 import operator
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import yaml
@@ -240,10 +243,12 @@ def _balanced(text: str, start: int, line: int) -> int:
 
 @dataclass
 class Shell:
-    """The variables known so far, and the notes on what could not be known."""
+    """The variables known so far, and what the ones that cannot be known wait on."""
 
     variables: dict[str, str]
     arrays: set[str] = field(default_factory=set)
+    unknown: dict[str, tuple[str, ...]] = field(default_factory=dict)  # a variable -> its root unknowns
+    arguments: tuple[str, ...] = ()  # the script's own ($1, $@)
 
     def expand(self, word: Word) -> str:
         """The word as bash would pass it: an `Unresolved` string when a part cannot be known."""
@@ -310,7 +315,7 @@ class Shell:
         if inner.startswith("#") and len(inner) > 1:
             return None, [f"${{{inner}}}"]  # a length: not needed by any verl setting
         if re.fullmatch(r"[@*](?::.*)?", inner):
-            return "", []  # the script's arguments: none when it is converted
+            return " ".join(self.arguments), []
         array = re.match(_NAME + r"\[", inner)
         if array or inner.split(":")[0].split("-")[0] in self.arrays:
             name = re.match(_NAME, inner)[0]
@@ -323,6 +328,8 @@ class Shell:
         if match is None:
             return None, [f"${{{inner}}}"]
         name, op, word = match.groups()
+        if name in self.unknown:  # set, to a value only the running shell knows
+            return None, [f"{root} (through ${name})" for root in self.unknown[name]]
         value = self.variables.get(name)
         is_set = value is not None and (value != "" or not (op or "").startswith(":"))
         if op in ("-", ":-", "=", ":=") and not is_set:
@@ -334,7 +341,7 @@ class Shell:
         if op in ("+", ":+"):
             return (self.expand_text(word or "")[0] if is_set else ""), []
         if value is None and name.isdigit():
-            return "", []  # a positional argument: the script is converted without any
+            return "", []  # a positional argument the script is not given
         if value is None:
             return None, [f"${name}"]
         return value, []
@@ -392,12 +399,19 @@ class VerlCommand:
     module: str  # the trainer module after `-m` (verl.trainer.main_ppo, recipe.dapo.main_dapo)
     args: list[str]  # the words after it, expanded (`Unresolved` where they cannot be known)
     line: int
+    passes_arguments: bool = False  # whether the script's arguments are among them (`$@`)
 
 
-def find_verl_command(text: str, environ: dict[str, str]) -> VerlCommand | None:
+_ALL_ARGUMENTS = re.compile(r"\$\{?[@*]\}?")  # `$@`, `"${@}"`, `$*`: every argument, word by word
+
+
+def find_verl_command(
+    text: str, environ: dict[str, str], arguments: Sequence[str] = ()
+) -> VerlCommand | None:
     """The first command running a verl trainer, its words expanded with the variables the
-    script set before it (and `environ`)."""
-    shell = Shell(dict(environ))
+    script set before it (and `environ`), as when bash runs the script with `arguments`."""
+    positional = {str(index): argument for index, argument in enumerate(arguments, 1)}
+    shell = Shell({**environ, **positional}, arguments=tuple(arguments))
     for command in lex(text):
         words = command.words
         if words[0].array is not None or _assignment(words[0]) and len(words) == 1:
@@ -418,15 +432,20 @@ def find_verl_command(text: str, environ: dict[str, str]) -> VerlCommand | None:
                         pass  # a bash array: refused where the verl command reads it
             continue
         values: list[str] = []
+        passes = False
         for word in words[module_at + 1 :]:
             if _REDIRECT.match(word.raw()):
                 break
+            if _ALL_ARGUMENTS.fullmatch(word.raw()) and not any(part.literal for part in word.parts):
+                values += shell.arguments
+                passes = True
+                continue
             value = shell.expand(word)
             if any(part.quoted or part.literal for part in word.parts) or isinstance(value, Unresolved):
                 values.append(value)
             else:  # an unquoted, unescaped expansion splits at whitespace (and vanishes when empty)
                 values += value.split()
-        return VerlCommand(shell.expand(words[module_at]), values, command.line)
+        return VerlCommand(shell.expand(words[module_at]), values, command.line, passes)
     return None
 
 
@@ -441,15 +460,20 @@ def _assign(shell: Shell, word: Word) -> None:
     if word.array is not None:
         shell.arrays.add(name)
         shell.variables.pop(name, None)
+        shell.unknown.pop(name, None)
         return
     try:
         value = shell.expand(Word(_after_equals(word.parts), word.line))
     except ShellError:  # reads a bash array: unknown here, refused where the verl command uses it
-        value = unresolved(raw, (f"${name}",))
+        shell.variables.pop(name, None)
+        shell.unknown.pop(name, None)
+        return
     if isinstance(value, Unresolved):
-        shell.variables.pop(name, None)  # unknown from here on
+        shell.variables.pop(name, None)  # unknown from here on, waiting on what its value waits on
+        shell.unknown[name] = tuple(dict.fromkeys(root.partition(" (through ")[0] for root in value.names))
         return
     shell.variables[name] = value
+    shell.unknown.pop(name, None)
     shell.arrays.discard(name)
 
 

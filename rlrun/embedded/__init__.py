@@ -148,6 +148,21 @@ def missing_requirement(name_or_path: str) -> str | None:
     return None
 
 
+def model_folder_here(name_or_path: str) -> str | None:
+    """The folder a model is in when it is on this machine now, found without fetching or
+    converting anything: a shipped ``rlrun:`` model, a packaged one converted before, or a
+    local folder; None otherwise (a hub id, a GGUF not yet converted)."""
+    if name_or_path.startswith(PREFIX):
+        name = name_or_path[len(PREFIX) :]
+        if name_or_path not in embedded_model_names():
+            return None
+        if name not in PACKAGED_GGUF:
+            return str(MODELS_DIR / name)
+        converted = cache_root() / "models" / name
+        return str(converted) if is_intact(converted) else None
+    return name_or_path if Path(name_or_path).expanduser().is_dir() else None
+
+
 def resolve_model_path(name_or_path: str) -> str:
     """``rlrun:<name>`` or a ``.gguf`` file -> a Hugging Face folder (converted once); anything else unchanged."""
     if is_gguf_path(name_or_path):

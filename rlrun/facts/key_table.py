@@ -20,6 +20,9 @@ class KeyMap:
     # Values that change nothing (the stack's default); any other value is refused with `note`
     # as the reason. None: never refused.
     refused_unless: tuple[Any, ...] | None = None
+    # Where the run's outputs go or are logged, not what is trained: a value unknown here (a shell
+    # variable the script never sets) leaves the rlrun key at its default, reported, not refused.
+    infrastructure: bool = False
 
 
 def find(table: Mapping[str, KeyMap], key: str) -> tuple[str, KeyMap] | None:

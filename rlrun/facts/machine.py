@@ -10,6 +10,21 @@ import shutil
 import torch
 
 
+def numerics() -> dict[str, str]:
+    """What decides a CPU run's float results besides its seed and thread count: the libraries
+    that compute them, and the instruction set torch's CPU kernels use (AVX2, AVX512, ...), which
+    orders float sums differently. Elsewhere the same seed rounds differently, and a run that
+    compares its metrics to a threshold may cross it at another step."""
+    from importlib import metadata
+
+    return {
+        "torch": torch.__version__,
+        "torch_cpu_kernels": torch.backends.cpu.get_cpu_capability(),
+        "transformers": metadata.version("transformers"),
+        "numpy": metadata.version("numpy"),
+    }
+
+
 def bf16_supported(device_type: str) -> bool:
     """Whether this machine computes in bfloat16 natively on `device_type` (on CPU: oneDNN's
     check for AVX512-BF16 / AMX; elsewhere autocast would emulate it, slower than float32)."""

@@ -5,8 +5,8 @@ Each verl key (dotted, as on a verl command line) maps to one rlrun key, with a 
 the value changes (units: verl's `ppo_mini_batch_size` counts prompts, rlrun's
 `actor.mini_batch_samples` counts samples), or to None when rlrun has no equivalent, with the
 reason. A key ending in `.*` covers a whole verl subtree. `VERL_DEFAULTS` holds verl's own
-defaults (verl 0.4-0.9 `ppo_trainer.yaml`) where they differ from rlrun's, because a verl
-command line relies on them.
+defaults (verl `VERL_VERSION`'s `_generated_ppo_trainer.yaml`) where they differ from rlrun's,
+because a verl command line relies on them.
 
 This module imports nothing from rlrun but `rlrun.facts.key_table`, so `rlrun.recipes.keys` can
 use it.
@@ -20,6 +20,9 @@ from typing import Any
 
 from rlrun.facts.key_table import KeyMap, Settings, find
 
+# The verl whose defaults and semantics these tables hold: scripts/verl_defaults.py checks them
+# against a verl source tree (its _generated_ppo_trainer.yaml).
+VERL_VERSION = "0.9.1"
 TRAINER = "_verl_trainer"  # the trainer module the command runs, passed with verl's defaults
 DAPO_TRAINER = "recipe.dapo.main_dapo"
 
@@ -166,8 +169,10 @@ def _autocast(value: Any, settings: Settings) -> str | None:
 
 
 def _warmup_steps(value: Any, settings: Settings) -> int:
+    """verl's engine takes lr_warmup_steps when it is above 0, else lr_warmup_steps_ratio x the
+    step count (verl/workers/engine/fsdp/transformer_impl.py, _build_lr_scheduler)."""
     steps = settings.get("actor_rollout_ref.actor.optim.lr_warmup_steps", -1)
-    if steps is not None and int(steps) >= 0:
+    if steps is not None and integer(settings, "actor_rollout_ref.actor.optim.lr_warmup_steps", -1) > 0:
         return int(steps)
     ratio = float(settings.get("actor_rollout_ref.actor.optim.lr_warmup_steps_ratio", 0.0) or 0.0)
     return int(ratio * _total_steps(None, settings)) if ratio else 0
@@ -203,9 +208,12 @@ def _total_steps(value: Any, settings: Settings) -> int:
     return integer(settings, "trainer.total_epochs", 30) * (rows // batch)
 
 
-def _eval_prompts(value: Any, settings: Settings) -> None:
-    """verl scores the whole validation set (rlrun: null = all)."""
-    return
+def _chat_template_kwargs(value: Any, settings: Settings) -> dict[str, Any]:
+    """verl's data.apply_chat_template_kwargs (the section, or its keys one by one)."""
+    prefix = "data.apply_chat_template_kwargs."
+    kwargs = dict(settings.get(prefix[:-1]) or {})
+    kwargs |= {key[len(prefix) :]: v for key, v in settings.items() if key.startswith(prefix)}
+    return kwargs
 
 
 def _prompts_per_step(value: Any, settings: Settings) -> int:
@@ -284,7 +292,8 @@ def _reward_functions(value: Any, settings: Settings) -> list[dict[str, Any]]:
         model = settings.get("reward_model.model.path")
         if not model:
             raise ValueError("reward_model.enable=True names no reward_model.model.path")
-        return [{"model": str(model), "weight": 1.0, "score": "logit"}]
+        dtype = _torch_dtype(settings.get("reward_model.rollout.dtype") or "bfloat16")
+        return [{"model": str(model), "weight": 1.0, "score": "logit", "dtype": dtype}]
     return [{"fn": "rlrun:verl_default", "weight": 1.0}]  # verl's default scorers take no reward_kwargs
 
 
@@ -478,10 +487,13 @@ TABLE: dict[str, KeyMap] = {
     "data.sampler.*": _refuse(
         "a custom prompt sampler (a curriculum): rlrun draws prompts in a seeded shuffle", None
     ),
-    "data.apply_chat_template_kwargs.*": _refuse(
-        "chat-template arguments (enable_thinking, reasoning_effort): rlrun renders the template without them",
-        None,
-        {},
+    "data.apply_chat_template_kwargs": KeyMap(
+        "data.chat_template_kwargs", "keywords of the chat template", _chat_template_kwargs
+    ),
+    "data.apply_chat_template_kwargs.*": KeyMap(
+        "data.chat_template_kwargs",
+        "keywords of the chat template (reasoning_effort, ...)",
+        _chat_template_kwargs,
     ),
     "data.tool_config_path": _refuse("tool calls: rlrun samples single-turn responses", None),
     "data.function_tool_path": _refuse("tool calls: rlrun samples single-turn responses", None),
@@ -744,6 +756,11 @@ TABLE: dict[str, KeyMap] = {
     "reward_model.model.external_lib": _refuse("imports a library that registers model code", None),
     "reward_model.model.trust_remote_code": KeyMap(None, "rlrun asks for it on the reward entry when needed"),
     "reward_model.model.*": KeyMap(None, _MEMORY + " (the reward model's padding and sharding)"),
+    "reward_model.rollout.dtype": KeyMap(
+        "reward.functions",
+        "the reward model's dtype (verl serves it in bfloat16 by default)",
+        _reward_functions,
+    ),
     "reward_model.rollout.*": KeyMap(None, "how verl serves the reward model: " + _MEMORY),
     "reward_model.overlong_buffer.enable": KeyMap("reward.overlong_shaping.enabled"),
     "reward_model.overlong_buffer.len": KeyMap("reward.overlong_shaping.buffer_tokens"),
@@ -834,16 +851,34 @@ TABLE: dict[str, KeyMap] = {
         "trainer.eval.every_steps", "-1 (never) -> 0 (start and end)", _off_when_negative
     ),
     "trainer.save_freq": KeyMap(
-        "trainer.checkpoint.every_steps", "-1 (never) -> 0 (at the end)", _off_when_negative
+        "trainer.checkpoint.every_steps",
+        "-1 (never) -> 0 (at the end)",
+        _off_when_negative,
+        infrastructure=True,
     ),
-    "trainer.max_actor_ckpt_to_keep": KeyMap("trainer.checkpoint.keep_last"),
-    "trainer.critic_warmup": KeyMap("critic.warmup_steps"),
+    "trainer.max_actor_ckpt_to_keep": KeyMap(
+        "trainer.checkpoint.keep_last",
+        "null (keep all) -> 0 (keep all)",
+        lambda v, s: 0 if v is None else integer(s, "trainer.max_actor_ckpt_to_keep", 0),
+        infrastructure=True,
+    ),
+    "trainer.critic_warmup": KeyMap(
+        "actor.frozen_steps",
+        "verl updates the actor once critic_warmup <= its step, counted from 1: c - 1 steps without an "
+        "update, with or without a critic",
+        lambda v, s: max(integer(s, "trainer.critic_warmup", 0) - 1, 0),
+    ),
     "trainer.device": KeyMap("trainer.device"),
-    "trainer.project_name": KeyMap("logging.wandb.project"),
+    "trainer.project_name": KeyMap("logging.wandb.project", infrastructure=True),
     "trainer.logger": KeyMap(
-        "logging.wandb.enabled", "a logger list -> whether W&B logs", lambda v, s: "wandb" in (v or [])
+        "logging.wandb.enabled",
+        "a logger list -> whether W&B logs",
+        lambda v, s: "wandb" in (v or []),
+        infrastructure=True,
     ),
-    "trainer.default_local_dir": KeyMap("trainer.output_dir", "rlrun adds <recipe>-<time> under it"),
+    "trainer.default_local_dir": KeyMap(
+        "trainer.output_dir", "rlrun adds <recipe>-<time> under it", infrastructure=True
+    ),
     "trainer.val_before_train": KeyMap(
         None, "rlrun evaluates before training either way: no training number changes"
     ),
@@ -904,6 +939,7 @@ VERL_DEFAULTS: dict[str, Any] = {
     "critic.optim.betas": [0.9, 0.999],
     "trainer.test_freq": -1,
     "trainer.save_freq": -1,
+    "trainer.max_actor_ckpt_to_keep": None,
     "trainer.device": "cuda",
     "trainer.n_gpus_per_node": 8,
     "trainer.nnodes": 1,

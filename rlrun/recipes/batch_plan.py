@@ -72,6 +72,16 @@ def batch_plan(recipe: Recipe) -> BatchPlan:
     )
 
 
+def schedule_steps(recipe: Recipe) -> int:
+    """The lr schedule's horizon in its own unit (`actor.lr_scheduler.step_unit`): the training
+    steps, or the optimizer steps they make (`actor.frozen_steps` included, as verl counts its
+    critic warm-up)."""
+    steps = recipe.trainer.total_steps
+    if recipe.actor.lr_scheduler.step_unit == "optimizer_step":
+        steps *= batch_plan(recipe).optimizer_steps
+    return steps
+
+
 def kl_placement(recipe: Recipe) -> str:
     """Where the reference-model KL enters: `none`, `reward`, `loss` or `reward+loss`."""
     places = [

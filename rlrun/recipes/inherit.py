@@ -12,7 +12,7 @@ from typing import Any
 from rlrun.errors import ConfigIssue, RecipeError
 from rlrun.recipes.builtin import BUILTIN_DIR, builtin_names, builtin_path
 from rlrun.recipes.keys import KeyPath, did_you_mean
-from rlrun.recipes.paths import anchor_paths
+from rlrun.recipes.paths import anchor_paths, expand, unset_variable, unset_variables
 from rlrun.recipes.provenance import Provenance, Source, SourceKind, paths_in
 from rlrun.recipes.yaml_io import Mark, parse_document, read_text
 
@@ -71,7 +71,6 @@ def _resolve_extends(
         line, column = (mark.line, mark.column) if mark else (None, None)
         issues.append(ConfigIssue(message, key="extends", file=name, line=line, column=column, **fields))  # type: ignore[arg-type]
 
-    is_path = isinstance(ref, str) and ("/" in ref or ref.endswith((".yaml", ".yml")))
     if not isinstance(ref, str) or not ref:
         problem(
             "`extends` names the recipe this one builds on",
@@ -81,7 +80,11 @@ def _resolve_extends(
             fix="write e.g. `extends: grpo`",
         )
         return None
-    target = (path.parent / ref) if is_path else None
+    if unset := unset_variables(ref):
+        problem(**unset_variable(unset[0], ref))
+        return None
+    is_path = "/" in ref or ref.endswith((".yaml", ".yml")) or ref.startswith(("~", "$"))
+    target = (path.parent / expand(ref)) if is_path else None
     if target is None or not target.is_file():  # `gsm8k/grpo_qwen2.5-0.5b`: a built-in in a subfolder
         target = builtin_path(ref) or target
     if target is not None and target.is_dir():
@@ -97,7 +100,7 @@ def _resolve_extends(
         if is_path:
             problem(
                 f"the recipe to extend, {ref!r}, does not exist (paths are relative to this file: "
-                f"{display_path(path.parent / ref)})",
+                f"{display_path(path.parent / expand(ref))})",
                 code="extends-missing",
                 found=repr(ref),
                 fix="correct the path, or name a built-in recipe",

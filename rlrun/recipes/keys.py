@@ -78,12 +78,30 @@ def did_you_mean(candidates: list[str]) -> str | None:
     return "did you mean " + " or ".join(f"`{c}`" for c in candidates) + "?"
 
 
+# Keys of earlier rlrun versions -> where their setting went.
+MOVED = {
+    "critic.warmup_steps": "moved to `actor.frozen_steps`: the same count of steps without a policy "
+    "update, which now applies with or without a critic",
+}
+
+
+def carry_moved_keys(data: dict[str, Any]) -> None:
+    """A run's own resolved recipe, written by an earlier rlrun, with its moved keys carried to
+    where their setting went, meaning what they meant there (a user's recipe is told instead:
+    `MOVED`). `critic.warmup_steps` skipped actor updates only with a critic."""
+    critic = data.get("critic")
+    if isinstance(critic, dict) and "warmup_steps" in critic:
+        steps = critic.pop("warmup_steps")
+        if critic.get("enabled"):
+            data.setdefault("actor", {}).setdefault("frozen_steps", steps)
+
+
 def unknown_key_hint(path: KeyPath, value: Any = None) -> str | None:
-    """The hint for an unknown key: the rlrun name of a verl key (with its unit change), else a
-    did-you-mean. `value` is what the key holds (a verl section's keys are looked up one by one).
-    A key with a non-ASCII character (a Cyrillic `а` for `a`) is told so first: a did-you-mean
-    would show a name that looks identical."""
-    hint = _verl_hint(path, value) or did_you_mean(suggest_keys(path))
+    """The hint for an unknown key: where a key of an earlier rlrun went, the rlrun name of a
+    verl key (with its unit change), else a did-you-mean. `value` is what the key holds (a verl
+    section's keys are looked up one by one). A key with a non-ASCII character (a Cyrillic `а`
+    for `a`) is told so first: a did-you-mean would show a name that looks identical."""
+    hint = MOVED.get(dotted(path)) or _verl_hint(path, value) or did_you_mean(suggest_keys(path))
     return "; ".join(part for part in (_non_ascii_hint(path), hint) if part) or None
 
 

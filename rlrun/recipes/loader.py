@@ -10,11 +10,13 @@ from typing import Any
 from pydantic import ValidationError
 
 from rlrun.errors import ConfigIssue, RecipeError
+from rlrun.recipes.agent import check_agent
 from rlrun.recipes.builtin import builtin_names, builtin_path
 from rlrun.recipes.inherit import display_path, merge, read_chain
+from rlrun.recipes.keys import carry_moved_keys
 from rlrun.recipes.names import check_names, import_plugins
 from rlrun.recipes.overrides import apply_overrides
-from rlrun.recipes.paths import anchor_paths
+from rlrun.recipes.paths import anchor_paths, unset_variable_issues
 from rlrun.recipes.provenance import Provenance
 from rlrun.recipes.rules import check_rules
 from rlrun.recipes.schema_issues import schema_issues, without_invalid
@@ -56,16 +58,21 @@ def load_recipe(
     strict: bool = False,
     environment: bool = True,
     import_modules: bool = True,
+    run_record: bool = False,
 ) -> LoadedRecipe:
     """Read, inherit, override and validate a recipe. Raises RecipeError with every problem;
     with `strict`, notices count as problems too; `environment=False` skips the checks of this
     machine (vLLM, GPU) for a recipe meant to run elsewhere; `import_modules=False` runs no user
-    code (reward and plugin modules are only looked up, not imported)."""
+    code (reward and plugin modules are only looked up, not imported); `run_record`: the file is a
+    run's own resolved.yaml, perhaps written by an earlier rlrun (its moved keys are carried over)."""
     path = resolve_recipe_path(path)
     issues: list[ConfigIssue] = []
     data, provenance = merge(read_chain(path, issues), display_path(path))
+    if run_record:
+        carry_moved_keys(data)
     issues += apply_overrides(data, provenance, overrides)
     anchor_paths(data, Path.cwd(), only=lambda key: provenance.of(key).kind == "override")
+    issues += unset_variable_issues(data, provenance)
     issues += import_plugins(data, provenance, execute=import_modules)
     try:
         recipe = Recipe.model_validate(data)
@@ -75,7 +82,11 @@ def load_recipe(
     notices: list[ConfigIssue] = []
     if recipe is not None:  # the rules can still look at what the schema accepted
         rule_errors, notices = check_rules(recipe, provenance, environment=environment)
-        issues += [*check_names(recipe, provenance, execute=import_modules), *rule_errors]
+        agent_errors, agent_notices = check_agent(
+            recipe, provenance, execute=import_modules, environment=environment
+        )
+        issues += [*check_names(recipe, provenance, execute=import_modules), *rule_errors, *agent_errors]
+        notices += agent_notices
     if strict:
         issues, notices = issues + notices, []
     if issues:

@@ -17,6 +17,7 @@ from rlrun.recipes.provenance import Provenance
 from rlrun.registry import Registry
 from rlrun.schema import Recipe
 from rlrun.schema.reward import RewardFunction, RewardModel
+from rlrun.user_code import UserModuleError, import_user_module
 
 # Which registry each name-valued key is looked up in.
 NAMED_KEYS: dict[KeyPath, str] = {
@@ -54,11 +55,6 @@ def import_plugins(
     plugins = data.get("algorithm", {}).get("plugins", []) if isinstance(data.get("algorithm"), dict) else []
     if not plugins:
         return []
-    from rlrun.rewards.resolve import (
-        UserModuleError,
-        import_user_module,
-    )  # imports torch: not at CLI start-up
-
     issues = []
     for index, module in enumerate(plugins if isinstance(plugins, list) else []):
         if not isinstance(module, str):

@@ -16,6 +16,7 @@ from rlrun.pathnames import folder_problem
 from rlrun.recipes.batch_plan import batch_plan
 from rlrun.recipes.inherit import display_path
 from rlrun.recipes.keys import KeyPath
+from rlrun.recipes.paths import unset_variables
 from rlrun.recipes.provenance import Provenance
 from rlrun.registry import Registry
 from rlrun.schema import Recipe
@@ -137,6 +138,22 @@ def lora_reference_is_the_base(recipe: Recipe, provenance: Provenance) -> Iterat
             expected=f"null or {recipe.model.path}",
             found=reference,
             fix="remove `reference.path`, or train without `model.lora`",
+        )
+
+
+@error_rule
+def lora_not_sharded(recipe: Recipe, provenance: Provenance) -> Iterator[ConfigIssue]:
+    """FSDP2 shards over several processes (one is refused at launch), and rlrun neither loads
+    adapters into sharded weights nor saves them from there: the pair never runs."""
+    if recipe.model.lora and recipe.trainer.strategy == "fsdp2":
+        yield provenance.issue(
+            provenance.user_set(("trainer", "strategy"), ("model", "lora")),
+            "LoRA is not supported under FSDP2: rlrun neither loads adapters into sharded weights "
+            "nor saves them from there",
+            code="strategy-unsupported",
+            expected="ddp with model.lora",
+            found="trainer.strategy: fsdp2",
+            fix="set `trainer.strategy: ddp` (a LoRA policy's optimizer state is small), or remove `model.lora`",
         )
 
 
@@ -283,7 +300,7 @@ def data_files_exist(recipe: Recipe, provenance: Provenance) -> Iterator[ConfigI
     from rlrun.data.sources import FILE_SUFFIXES, GENERATORS, is_split_source, missing_reader
 
     for key, index, source in _data_files(recipe):
-        if is_split_source(source):
+        if is_split_source(source) or unset_variables(source):  # the unset variable is the error
             continue
         path = ("data", key) if index is None else ("data", key, index)
         if source.startswith("rlrun:") or not source.endswith(FILE_SUFFIXES):
@@ -655,6 +672,7 @@ def model_folders_usable(recipe: Recipe, provenance: Provenance) -> Iterator[Con
         if (
             not name.startswith("rlrun:")
             and not is_gguf_path(name)
+            and not unset_variables(name)  # the unset variable is the error
             and (problem := _model_folder_problem(name))
         ):
             yield provenance.issue(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import difflib
+import functools
 import re
 from typing import Any
 
@@ -180,19 +181,23 @@ def _issue(error: Any, path: KeyPath, provenance: Provenance) -> ConfigIssue:
 
 def without_invalid(data: dict[str, Any], exc: ValidationError) -> dict[str, Any]:
     """A copy of `data` without the values the schema rejected (so they take their defaults):
-    what the cross-field rules can still check while the schema errors are reported."""
+    what the cross-field rules can still check while the schema errors are reported. Linear in
+    the size of `data` and the number of errors: each container loses all its rejected items at
+    once, the deepest containers first, so no removal shifts the index another path names."""
     pruned = copy.deepcopy(data)
-    # Deepest first, so deleting a list item does not shift the index of another error's path.
-    paths = {union or path for path, union in (_real_path(data, e) for e in exc.errors())}
-    for path in sorted(paths, key=len, reverse=True):
-        *parents, last = path
+    doomed: dict[KeyPath, set[Any]] = {}
+    for path, union in (_real_path(data, error) for error in exc.errors()):
+        if path := union or path:
+            doomed.setdefault(path[:-1], set()).add(path[-1])
+    for parent in sorted(doomed, key=len, reverse=True):
         node: Any = pruned
-        for part in parents:
+        for part in parent:
             node = node[part]
         if isinstance(node, dict):
-            node.pop(last, None)
-        elif isinstance(node, list) and isinstance(last, int) and last < len(node):
-            del node[last]
+            for key in doomed[parent]:
+                node.pop(key, None)
+        elif isinstance(node, list):
+            node[:] = [item for index, item in enumerate(node) if index not in doomed[parent]]
     return pruned
 
 
@@ -266,8 +271,14 @@ def _found(value: Any) -> str:
 
 def _tagged_member(loc: KeyPath) -> type[Section] | None:
     """The union member an error's location names by its tag (the class name), if any."""
-    members = {cls.__name__: cls for cls in _sections(Section)}
+    members = _sections_by_name()
     return next((members[part] for part in reversed(loc) if isinstance(part, str) and part in members), None)
+
+
+@functools.cache
+def _sections_by_name() -> dict[str, type[Section]]:
+    """Every recipe section class by name (the schema's classes are all defined at import)."""
+    return {cls.__name__: cls for cls in _sections(Section)}
 
 
 def _sections(cls: type[Section]) -> list[type[Section]]:

@@ -7,8 +7,30 @@ from typing import Any
 
 from rich.table import Table
 
+from rlrun.errors import ConfigIssue
+from rlrun.recipes.agent import episode_plan
 from rlrun.recipes.batch_plan import algorithm_summary, batch_plan, engine_summary
 from rlrun.recipes.loader import LoadedRecipe
+
+
+def unchecked_notices(loaded: LoadedRecipe) -> list[ConfigIssue]:
+    """What `validate` (and `train --dry-run`, whose step runs in one process) cannot check, said
+    as notices (never errors, even with `--strict`): they know no process count, which a
+    sharding `trainer.strategy` needs to be more than one."""
+    strategy = loaded.recipe.trainer.strategy
+    if strategy == "ddp":  # one process or several: both run
+        return []
+    return [
+        loaded.provenance.issue(
+            ("trainer", "strategy"),
+            f"{strategy} needs several processes, a number `rlrun validate` does not know (and `train "
+            "--dry-run` takes its step in one process, unsharded): `rlrun train` checks it, and that "
+            "trainer.prompts_per_step and actor.mini_batch_samples and micro_batch_samples split evenly "
+            "over the processes, before anything loads",
+            code="checked-at-launch",
+            fix="train with --num-processes N (N > 1, the processes on all machines)",
+        )
+    ]
 
 
 def validation_json(loaded: LoadedRecipe, here: bool = True) -> dict[str, Any]:
@@ -22,8 +44,9 @@ def validation_json(loaded: LoadedRecipe, here: bool = True) -> dict[str, Any]:
         "data": recipe.data.source,
         "rollout": engine_summary(recipe, here),
         "batch_plan": batch_plan(recipe).to_dict(),
+        "episode_plan": plan.to_dict() if (plan := episode_plan(recipe)) is not None else None,
         "errors": [],
-        "notices": [issue.to_dict() for issue in loaded.notices],
+        "notices": [issue.to_dict() for issue in [*loaded.notices, *unchecked_notices(loaded)]],
     }
 
 
@@ -64,4 +87,25 @@ def batch_plan_table(loaded: LoadedRecipe) -> Table:
         micro = ("by length", f"≤ {plan.micro_batch_tokens} padded tokens")
     table.add_row("micro-batches", micro[0], f"{micro[1]}, one forward/backward")
     table.add_row("optimizer steps", str(plan.optimizer_steps), f"per rollout ({plan.ppo_epochs} epoch(s))")
+    return table
+
+
+def episode_plan_table(loaded: LoadedRecipe) -> Table | None:
+    """The episodes of one step (an agent recipe), or None."""
+    plan = episode_plan(loaded.recipe)
+    if plan is None:
+        return None
+    table = Table(title="Episode plan per step", title_justify="left", show_lines=False)
+    table.add_column("stage")
+    table.add_column("count", justify="right")
+    table.add_column("each")
+    acts_on = ", ".join([*plan.tools, *plan.environments])
+    table.add_row("episodes", str(plan.episodes), f"{plan.format} format: {acts_on}")
+    table.add_row("model turns", f"≤ {plan.max_turns}", f"≤ {plan.max_turn_tokens} sampled tokens")
+    table.add_row(
+        "response",
+        f"≤ {plan.max_episode_tokens}",
+        f"tokens after the prompt: turns with results and observations (≤ {plan.max_sampled_tokens} sampled)",
+    )
+    table.add_row("trained", "", plan.trained)
     return table

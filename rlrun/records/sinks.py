@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 from netrc import netrc
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from rich.console import Console
 from rich.progress import (
@@ -26,7 +26,11 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from rlrun.records.rundir import truncate_jsonl
+from rlrun.records.record import metrics_line
+from rlrun.records.rundir import RunDir, truncate_jsonl
+
+if TYPE_CHECKING:
+    from rlrun.schema.logs import Logging
 
 Say = Callable[[str], None]
 
@@ -76,7 +80,7 @@ class JsonlSink:
         self._file = open(path, "a")  # noqa: SIM115  (held open for the run, closed in close())
 
     def log(self, step: int, metrics: dict[str, float]) -> None:
-        self._file.write(json.dumps({"step": step, **metrics}) + "\n")
+        self._file.write(metrics_line(step, metrics))
         self._file.flush()
 
     def log_samples(self, step: int, rows: list[dict[str, Any]]) -> None:
@@ -279,3 +283,47 @@ class MetricsLogger:
     def close(self, status: str) -> None:
         for sink in self.sinks:
             sink.close(status)
+
+
+def open_sinks(
+    logging: Logging,
+    run_dir: RunDir,
+    *,
+    total_steps: int,
+    start_step: int,
+    resume_step: int | None,
+    config: dict[str, Any],
+    wandb_id: str | None,
+    say: Say,
+) -> list[Sink]:
+    """The sinks the recipe's `logging` asks for, writing into `run_dir`. On resume
+    (`resume_step`: the checkpoint's step, -1 without one) the logs are cut back to that step;
+    W&B continues the run `wandb_id`, and logs the resolved recipe `config`."""
+    sinks: list[Sink] = []
+    if logging.console.enabled:
+        sinks.append(
+            ConsoleSink(total_steps, start_step=start_step, table_every=logging.console.table_every_steps)
+        )
+    if logging.jsonl:
+        sinks.append(JsonlSink(run_dir.metrics_file, resume_step=resume_step))
+    if logging.samples_every_steps:
+        sinks.append(SamplesSink(run_dir.samples_file, resume_step=resume_step))
+    if logging.wandb.enabled:
+        sinks.append(
+            WandbSink(
+                project=logging.wandb.project,
+                entity=logging.wandb.entity,
+                mode=logging.wandb.mode,
+                config=config,
+                run_dir=run_dir.path,
+                name=run_dir.path.name,
+                run_id=wandb_id,
+                say=say,
+            )
+        )
+    return sinks
+
+
+def wandb_run_id(sinks: list[Sink]) -> str | None:
+    """The id of the W&B run the sinks log to, if one does."""
+    return next((s.run_id for s in sinks if isinstance(s, WandbSink)), None)

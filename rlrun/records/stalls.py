@@ -1,11 +1,12 @@
 """Why a run is not learning: the two stalls a new recipe most often hits, read from step metrics.
 
-`rlrun train` prints each on the console the step it first shows; `rlrun compare` lists it among
-its health flags. Both call `find_stalls`, so they agree on thresholds and wording.
+`rlrun train` prints each on the console the step it first shows (`StallWatch`); `rlrun compare`
+lists it among its health flags. Both call `find_stalls`, so they agree on thresholds and wording.
 """
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -51,6 +52,21 @@ def find_stalls(rows: Sequence[Mapping[str, float]]) -> list[Stall]:
             )
         )
     return stalls
+
+
+class StallWatch:
+    """A run in progress, watched for stalls: each is reported once, the step it first shows."""
+
+    def __init__(self) -> None:
+        self.recent: deque[dict[str, float]] = deque(maxlen=STALL_STEPS)  # a stall spans this many
+        self.reported: set[str] = set()
+
+    def new_stalls(self, step: int, metrics: Mapping[str, float]) -> list[Stall]:
+        """The stalls not reported before that the latest steps, up to `step`, show."""
+        self.recent.append({"step": step, **metrics})
+        found = [stall for stall in find_stalls(self.recent) if stall.check not in self.reported]
+        self.reported |= {stall.check for stall in found}
+        return found
 
 
 def _first_window(

@@ -32,7 +32,7 @@ from rlrun.rollout.engine import FINISH_LENGTH, FINISH_STOP, ROLLOUT_ENGINES, Ro
 from rlrun.shared_prefix import cache_keyword, prefill
 
 
-@ROLLOUT_ENGINES.register("hf")
+@ROLLOUT_ENGINES.register("hf", trainer_log_probs=True)
 class HFRolloutEngine:
     """Batched sampling with a KV cache and shared prompts (CPU or one GPU; no extra dependency)."""
 

@@ -23,10 +23,19 @@ class KlLoss(Section):
 
 
 class LrScheduler(Section):
+    """The lr at the k-th step of the schedule (k from 0) is lr x k / warmup_steps during the
+    warm-up (0 at the first update, as in verl and transformers), then constant or decaying."""
+
     name: Literal["constant", "linear", "cosine"] = "constant"
     """The schedule after warm-up: constant | linear | cosine"""
+    step_unit: Literal["training_step", "optimizer_step"] = "training_step"
+    """training_step | optimizer_step: what one step of the schedule is, so what warmup_steps
+    counts and over what the decay runs. training_step (verl): once per training step that
+    updates the actor, the decay over trainer.total_steps; optimizer_step (TRL, transformers):
+    once per optimizer step, over trainer.total_steps x the batch plan's optimizer steps per
+    step."""
     warmup_steps: NonNegativeInt = 0
-    """Training steps of linear warm-up from 0."""
+    """Steps (in step_unit) of linear warm-up from 0."""
     min_lr_ratio: float = Field(0.0, ge=0, le=1)
     """Where linear and cosine decay end, as a fraction of the lr."""
 
@@ -53,7 +62,11 @@ class Actor(Section):
     optimizer: Optimizer = Optimizer()
     """AdamW settings."""
     lr_scheduler: LrScheduler = LrScheduler()
-    """The learning-rate schedule over trainer.total_steps training steps."""
+    """The learning-rate schedule (over trainer.total_steps, in its step_unit)."""
+    frozen_steps: NonNegativeInt = 0
+    """Training steps at the start without a policy update, with or without a critic (a critic
+    trains in them: a critic warm-up); the lr schedule starts with the first update. verl's
+    trainer.critic_warmup=c is c - 1 of them."""
     grad_clip: PositiveFloat | None = 1.0
     """max global grad norm; null = no clipping"""
     ppo_epochs: PositiveInt = 1

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from rlrun.schema.actor import LossAggMode
-from rlrun.schema.base import NonNegativeInt, Optimizer, PositiveFloat, Section
+from rlrun.schema.base import Optimizer, PositiveFloat, Section
 
 
 class Critic(Section):
@@ -23,8 +23,6 @@ class Critic(Section):
     """How token value losses become one number (see actor.loss_agg_mode)."""
     grad_clip: PositiveFloat | None = 1.0
     """Max global grad norm of the critic; null = no clipping"""
-    warmup_steps: NonNegativeInt = 0
-    """steps the critic trains before the actor starts"""
 
 
 class Reference(Section):

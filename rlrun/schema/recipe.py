@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Literal
 
 from rlrun.schema.actor import Actor
+from rlrun.schema.agent import Agent
 from rlrun.schema.algorithm import Algorithm
 from rlrun.schema.base import Section
 from rlrun.schema.critic import Critic, Reference
@@ -34,6 +35,8 @@ class Recipe(Section):
     """How responses are sampled."""
     reward: Reward = Reward()
     """The weighted reward functions and overlong shaping."""
+    agent: Agent = Agent()
+    """Multi-turn episodes (docs/agents.md): tools, environments, their format and limits; a response is then the whole episode."""
     algorithm: Algorithm = Algorithm()
     """Advantage estimation, in-reward KL, group filtering, plugins."""
     actor: Actor = Actor()

@@ -18,13 +18,12 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
-
 from rlrun.compare.diff import flatten
 from rlrun.compare.runs import load_run
 from rlrun.errors import ConfigIssue, RecipeError
 from rlrun.pathnames import folder_problem, name_problem
 from rlrun.recipes import LoadedRecipe, batch_plan, load_recipe
+from rlrun.recipes.paths import expand
 from rlrun.records.rundir import RESOLVED, holds_run, now_iso, write_json_atomic
 from rlrun.sweep.spec import RECIPE_KEY, PlannedRun, Sweep
 
@@ -197,9 +196,10 @@ def plan_sweep(
 
 def recipe_ref(sweep: Sweep, value: str) -> str:
     """A recipe named in a sweep: a file beside the sweep file, else as `rlrun train` reads it
-    (a built-in name, or a path from the working directory)."""
-    beside = sweep.file.parent / value
-    return str(beside.resolve()) if beside.is_file() else value
+    (a built-in name, or a path from the working directory); `~` and variables expanded."""
+    expanded = expand(value)
+    beside = sweep.file.parent / expanded
+    return str(beside.resolve()) if beside.is_file() else expanded
 
 
 def _relocate(sweep: Sweep, run: PlannedRun, issue: ConfigIssue) -> ConfigIssue:
@@ -260,7 +260,10 @@ def _locate(
             fix="move it away, or give the sweep another `name:`",
         )
     resolved = path / RESOLVED
-    recorded = flatten((yaml.safe_load(resolved.read_text()) if resolved.is_file() else None) or {})
+    # As this rlrun resolves it: a key added since reads as its default, a moved one where it went.
+    recorded = flatten(
+        load_recipe(resolved, [], environment=False, run_record=True).data if resolved.is_file() else {}
+    )
     planned = flatten(loaded.data)
     changed = [key for key in sorted(set(recorded) | set(planned)) if recorded.get(key) != planned.get(key)]
     if changed:

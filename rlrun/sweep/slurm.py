@@ -3,10 +3,11 @@ job per run, each job one `rlrun train` (on several nodes: one per node, joined 
 launcher as `rlrun train --num-machines` does).
 
 Preemption and time limits: SLURM signals the job (USR2, `signal_delay_s` before the limit);
-submitit calls `TrainJob.checkpoint`, which passes the signal on to `rlrun train` as a Ctrl-C
-(it finishes its step and saves a checkpoint) and requeues the job, which then resumes the run
-from that checkpoint. `rlrun train` itself ignores USR2 (SLURM sends it to every process of the
-job), so only this path stops it.
+submitit calls `TrainJob.checkpoint`, which says so in the job's log and stops `rlrun train` with
+SIGUSR1, a stop signal of its own (it finishes its step and saves a checkpoint), then requeues
+the job, which resumes the run from that checkpoint. `rlrun train` itself ignores USR2 (SLURM
+sends it to every process of the job), so only this path stops it. `scancel` sends SIGTERM: the
+run saves its step and the job ends, a stop rather than a failure.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from rlrun.errors import ConfigIssue, RecipeError
+from rlrun.interrupt import INTERRUPTED
 from rlrun.records.rundir import holds_run, write_json_atomic
 from rlrun.sweep.local import ENTRY
 from rlrun.sweep.plan import MANIFEST, SweepPlan, plan_sweep, read_manifest, resume_argv
@@ -33,6 +35,7 @@ SIGNAL_DELAY_S = 120  # warning before the time limit: a step and a checkpoint m
 MAX_TIMEOUTS = 10  # requeues after reaching the time limit (preemptions do not count)
 REQUEUE_MARGIN_S = 10  # of the warning, kept for submitit to requeue the job once `rlrun train` exits
 MAIN_PROCESS_PORT = 29500
+DEFAULT_CPUS_PER_RUN = 8  # per node, where the partition's nodes have that many
 COMMANDS = ("sbatch", "squeue", "sinfo", "scontrol")  # what submitting, planning and requeueing call
 COMMAND_TIMEOUT_S = 60
 POLL_S = 0.2  # how often `checkpoint` looks whether `rlrun train` has exited
@@ -116,17 +119,29 @@ class TrainJob:
             preexec_fn=_ignore_usr2,  # noqa: PLW1509  (the job's process runs no other thread)
         )
         code = self._process.wait()
+        if code == INTERRUPTED:  # a stop signal (scancel's SIGTERM): the run saved its step
+            print(
+                f"# rlrun {argv[0]} stopped on a signal (scancel, or one sent to the job) after saving its "
+                "step; running the sweep again resumes it",
+                flush=True,
+            )
+            return code
         if code != 0:
             raise RuntimeError(f"rlrun {argv[0]} {self.run_dir} exited with code {code}")
         return code
 
     def checkpoint(self) -> Any:
-        """Stop `rlrun train` as Ctrl-C does (it saves a checkpoint), then requeue this job."""
+        """Stop `rlrun train` at the end of its step (it saves a checkpoint), then requeue this job."""
         import submitit
 
         process = self._process
         if process is not None and not _exited(process.pid):
-            process.send_signal(signal.SIGINT)
+            print(
+                "# SLURM's warning (SIGUSR2) of the time limit or a preemption: stopping rlrun with "
+                "SIGUSR1 after its step, then requeueing the job",
+                flush=True,
+            )
+            process.send_signal(signal.SIGUSR1)
             deadline = time.monotonic() + self.stop_wait_s
             while not _exited(process.pid) and time.monotonic() < deadline:
                 time.sleep(POLL_S)
@@ -157,14 +172,16 @@ def plan_on_cluster(
     partition: str | None,
     gpus_per_run: int | None,
     nodes_per_run: int,
-    cpus_per_run: int,
+    cpus_per_run: int | None,
     time_limit_min: int,
 ) -> tuple[SweepPlan, SlurmOptions]:
     """The sweep's plan and its jobs' options, checked with the cluster before anything is
     written or submitted: a run whose job is still queued or running is "running elsewhere", and
     a request the partition cannot grant (more nodes than it has, more CPUs or GPUs than a node
     has, a longer time limit) is a RecipeError naming the flag. `gpus_per_run=None`: 1 when a
-    run asks for CUDA, or for `auto` on a partition with GPUs; else 0."""
+    run asks for CUDA, or for `auto` on a partition with GPUs; else 0. `cpus_per_run=None`:
+    `DEFAULT_CPUS_PER_RUN`, or all of a node's CPUs where the partition's nodes have fewer (a
+    default is never refused as if it had been asked for)."""
     if importlib.util.find_spec("submitit") is None:
         raise RecipeError(
             [
@@ -191,6 +208,8 @@ def plan_on_cluster(
         devices = {run.loaded.recipe.trainer.device for run in plan.runs}
         on_gpus = "cuda" in devices or ("auto" in devices and granted.has_gpus)
         gpus_per_run = 1 if on_gpus else 0
+    if cpus_per_run is None:
+        cpus_per_run = min(DEFAULT_CPUS_PER_RUN, max(node.cpus for node in granted.nodes))
     options = SlurmOptions(granted.name, gpus_per_run, nodes_per_run, cpus_per_run, time_limit_min)
     issues = granted.issues(options)
     if issues:

@@ -29,6 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from rlrun.errors import ConfigIssue, RecipeError, show_value
 from rlrun.pathnames import name_problem
 from rlrun.recipes.keys import KeyPath, dotted
+from rlrun.recipes.paths import unset_variable, unset_variables
 from rlrun.recipes.yaml_io import Mark, Shape, parse_document, read_text
 
 RECIPE_KEY = "recipe"  # a point's pseudo-key that chooses its base recipe
@@ -49,7 +50,7 @@ class SweepFile(BaseModel):
 
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True, populate_by_name=True)
 
-    name: str | None = Field(None, pattern=r"^[A-Za-z0-9._+-]+$")  # default: the file's stem
+    name: str | None = None  # default: the file's stem; a folder name (`Sweep.check`)
     description: str = ""
     recipe: str | None = Field(None, min_length=1)  # points without a `recipe` of their own use it
     overrides: dict[str, Any] = {}  # dotted key -> value, set in every run before the point's
@@ -186,6 +187,10 @@ class Sweep:
             issues.append(
                 self.issue(("grid", key), "a key in both `grid` and `list`", fix="sweep it in one of them")
             )
+        recipes = {point.recipe.at: point.recipe.value for point in self.points()}
+        for at, value in recipes.items():
+            unset = unset_variables(value) if isinstance(value, str) else []
+            issues += [self.issue(at, key=RECIPE_KEY, **unset_variable(name, value)) for name in unset]
         for point in self.points():
             if not isinstance(point.recipe.value, str) or not point.recipe.value:
                 issues.append(

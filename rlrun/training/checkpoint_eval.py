@@ -25,7 +25,7 @@ from rlrun.errors import ConfigIssue, RecipeError
 from rlrun.evaluation import EvalResult, evaluate_recipe
 from rlrun.recipes.yaml_io import load_yaml
 from rlrun.records import checkpoint as ckpt
-from rlrun.records.rundir import CHECKPOINTS, META, RESOLVED
+from rlrun.records.rundir import CHECKPOINTS, META, RESOLVED, holds_run, read_meta
 from rlrun.rewards import RewardCombiner
 from rlrun.schema import Recipe
 from rlrun.training.models import load_causal_lm, load_tokenizer, with_lora
@@ -47,7 +47,8 @@ def eval_target(model: str, warn: Callable[[str], None]) -> EvalTarget:
     skipped) or a run checkpoint (verified: a damaged one is refused), and find the run's recipe.
     Anything else is a model to load as it is."""
     path = Path(model)
-    if (path / RESOLVED).is_file() and (path / META).is_file():
+    if (path / RESOLVED).is_file() and holds_run(path):
+        read_meta(path / META)  # a run this rlrun can read: a damaged or newer record is refused
         latest = ckpt.latest_intact_checkpoint(path / CHECKPOINTS, warn=warn)
         if latest is None:
             raise RecipeError(

@@ -16,6 +16,7 @@ from typing import Any
 
 import torch
 import transformers
+from safetensors import SafetensorError, safe_open
 from transformers import (
     AutoModel,
     AutoModelForCausalLM,
@@ -31,11 +32,24 @@ from rlrun.facts.dtypes import DTYPES, dtype_argument
 
 @contextmanager
 def _loading(path: str) -> Iterator[None]:
-    """A model or tokenizer that cannot be loaded (no such folder, a broken config.json, hub
-    unreachable) is a recipe error located at the path, not a traceback. Validation catches
-    most of these before any model loads; this is what it cannot see."""
+    """A model or tokenizer that cannot be loaded (no such folder, a broken config.json, a
+    weights file cut off or corrupted, hub unreachable) is a recipe error located at the path,
+    not a traceback. Validation catches most of these before any model loads; this is what it
+    cannot see."""
     try:
         yield
+    except SafetensorError as exc:
+        damaged = _damaged_weights(path)
+        issue = ConfigIssue(
+            f"this weights file of the model is damaged (cut off or corrupted): {exc}"
+            if damaged
+            else f"the model's weights cannot be read (a damaged safetensors file): {exc}",
+            code="model-damaged",
+            file=damaged or path,
+            fix="restore the file from where it came (copy or download the model folder again; for a hub "
+            "model, delete its folder in the Hugging Face cache)",
+        )
+        raise RecipeError([issue]) from None
     except (OSError, ValueError) as exc:
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         if path.startswith(("/", ".", "~")) and not Path(path).expanduser().exists():
@@ -48,6 +62,21 @@ def _loading(path: str) -> Iterator[None]:
             "from here",
         )
         raise RecipeError([issue]) from None
+
+
+def _damaged_weights(path: str) -> str | None:
+    """The first safetensors file of the model folder `path` whose header cannot be read."""
+    try:
+        folder = Path(resolve_model_path(path))
+    except Exception:  # noqa: BLE001 - naming the file is a courtesy; the error is reported anyway
+        return None
+    for file in sorted(folder.glob("*.safetensors")) if folder.is_dir() else []:
+        try:
+            with safe_open(str(file), framework="pt"):
+                pass
+        except (SafetensorError, OSError):
+            return str(file)
+    return None
 
 
 def load_tokenizer(path: str, trust_remote_code: bool = False) -> PreTrainedTokenizerBase:

@@ -34,9 +34,12 @@ def _fused_supported(params: list[torch.nn.Parameter]) -> bool:
 def lr_factor(
     step: int, *, name: str, warmup_steps: int, total_steps: int, min_lr_ratio: float = 0.0
 ) -> float:
-    """The multiplier of the base lr at training step `step` (0-based: the scheduler's count)."""
+    """The multiplier of the base lr at schedule step `step` (counted from 0: the first update
+    runs at `lr_factor(0)`), as verl's and transformers' schedules compute it: a warm-up of
+    `step / warmup_steps` (0 at the first update), then constant, or a linear or half-cosine
+    decay from 1 to `min_lr_ratio` over the steps from `warmup_steps` to `total_steps`."""
     if step < warmup_steps:
-        return (step + 1) / warmup_steps
+        return step / warmup_steps
     if name == "constant":
         return 1.0
     progress = min((step - warmup_steps) / max(total_steps - warmup_steps, 1), 1.0)
@@ -45,8 +48,8 @@ def lr_factor(
 
 
 def build_scheduler(optimizer: torch.optim.Optimizer, cfg: Any, total_steps: int) -> LambdaLR:
-    """`cfg`: the recipe's `actor.lr_scheduler` section; `total_steps` counts training steps (the
-    schedule advances once per step, however many optimizer steps the step makes)."""
+    """`cfg`: the recipe's `actor.lr_scheduler` section; `total_steps`: the schedule's horizon in
+    its own unit (`cfg.step_unit`: training or optimizer steps; `batch_plan.schedule_steps`)."""
     return LambdaLR(
         optimizer,
         lambda step: lr_factor(

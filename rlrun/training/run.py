@@ -1,5 +1,6 @@
-"""Starting, resuming and closing a run (`train` drives its steps): the run directory, the sinks, the checkpoint and
-evaluation schedule, and what happens on Ctrl-C, on an error and at the end.
+"""Starting, resuming and closing a run (`train` drives its steps): the run directory and its
+record, the sinks, the checkpoint and evaluation schedule, and how the run ends: on a stop signal
+(their meaning is `rlrun.interrupt`'s), on an error and at the end.
 
 Only the main process touches the disk or W&B; every process builds the same `Session`.
 """
@@ -9,28 +10,25 @@ from __future__ import annotations
 import errno
 import os
 import shlex
-import signal
 import socket
 import statistics
-import threading
-from collections import deque
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from functools import partial
 from pathlib import Path
-from typing import Any
 
 import torch
-import yaml
 from accelerate import PartialState
 
 from rlrun import interrupt
 from rlrun.errors import ConfigIssue, RecipeError
+from rlrun.interrupt import StopRequests
 from rlrun.pathnames import folder_problem
-from rlrun.recipes import LoadedRecipe, algorithm_summary
+from rlrun.recipes import LoadedRecipe, algorithm_summary, load_recipe
 from rlrun.records import checkpoint as ckpt
+from rlrun.records.record import Resume, RunMeta, Setup
 from rlrun.records.rundir import (
     META,
     RESOLVED,
@@ -42,10 +40,11 @@ from rlrun.records.rundir import (
     now_iso,
     package_versions,
     run_setup,
+    updated,
     wall_time_at,
 )
-from rlrun.records.sinks import ConsoleSink, JsonlSink, MetricsLogger, SamplesSink, Say, Sink, WandbSink
-from rlrun.records.stalls import STALL_STEPS, find_stalls
+from rlrun.records.sinks import MetricsLogger, Say, Sink, open_sinks, wandb_run_id
+from rlrun.records.stalls import StallWatch
 from rlrun.training.allocator import keep_freed_memory
 from rlrun.training.experience import Experience
 from rlrun.training.loop import (
@@ -61,12 +60,6 @@ from rlrun.training.profiling import profiled_steps
 from rlrun.training.session import Session, TrainState, locked_changes, on_cpu
 from rlrun.training.sharding import gathered
 
-# The same signal again this soon is one request delivered twice, not the second that stops at
-# once: SLURM signals every process of a job step. The processes of a multi-process run also get
-# each signal from the rlrun command, when it is next scheduled (a second or more later on a
-# loaded machine); it passes a second request on as another stop signal (`launch.run_launcher`).
-DUPLICATE_SIGNAL_S = 0.5
-DUPLICATE_SIGNAL_S_SEVERAL_PROCESSES = 10.0
 SAMPLES_PER_LOG = 16  # completions written to samples.jsonl / the W&B table each time
 # Below this many parameters a CPU run uses one intra-op thread: it is nearly as fast as several
 # and immune to a busy core (with two threads on 2 shared cores a tiny model's step took 8 s, not 0.2).
@@ -85,6 +78,7 @@ class RunOptions:
     overwrite: bool = False
     profile: bool = False  # record a few steps with torch.profiler into <run>/profile/
     restart: bool = False  # with resume: train again from step 0 when there is no intact checkpoint
+    run_dir_key: str = "--run-dir"  # what gave run_dir, for refusals: the flag, or "" (an argument)
 
 
 def default_run_dir(loaded: LoadedRecipe, options: RunOptions) -> Path:
@@ -146,8 +140,8 @@ def finished_note(run_dir: Path, loaded: LoadedRecipe) -> str | None:
         return None
     meta = RunDir(run_dir).read_meta()
     total = loaded.recipe.trainer.total_steps
-    final = meta.get("final_step", meta.get("total_steps"))
-    if meta.get("status") != "finished" or not isinstance(final, int) or total > final:
+    final = meta.final_step if meta.final_step is not None else meta.total_steps
+    if meta.status != "finished" or final is None or total > final:
         return None
     return (
         f"Nothing to resume: {run_dir} finished all its {final} steps, and its records stay as they are. "
@@ -163,13 +157,16 @@ def check_resume(run_dir: Path, loaded: LoadedRecipe) -> None:
         raise RunFinished(note)
     resolved = run_dir / RESOLVED
     if resolved.is_file():
-        issues = locked_changes(yaml.safe_load(resolved.read_text()), loaded.data)
+        # The run's recipe as this rlrun resolves it: a key the rlrun that started the run did
+        # not have yet reads as its default (the behaviour before the key) on both sides.
+        issues = locked_changes(load_recipe(resolved, [], run_record=True).data, loaded.data)
         if issues:
             raise RecipeError(issues)
 
 
 class Run:
-    """A started run: where it writes, and its logging (main process only)."""
+    """A started run: its directory and record, its logs, and its checkpoint and evaluation
+    schedule (the main process writes them); `stops` takes its stop signals (`rlrun.interrupt`)."""
 
     def __init__(
         self,
@@ -182,120 +179,90 @@ class Run:
         resumed: TrainState | None = None,  # the checkpoint's state the session was resumed from
     ):
         self.recipe, self.session, self.say = loaded.recipe, session, say
-        self.main = session.accelerator.is_main_process
+        accelerator = session.group.accelerator
+        self.main = accelerator.is_main_process
         path = default_run_dir(loaded, options)
         self.dir = directory or RunDir(path)
         self.profile_dir = path / "profile" if options.profile else None
-        self.start_wall = 0.0
-        self.stop_requested = False  # a stop signal reached this process
-        self.stopping = False  # every process stops after the step just done (`stop_agreed`)
-        self.first_stop_signal: int | None = None
-        self.closing = False  # the end is being recorded: a further signal must not cut it short
+        self.stops = StopRequests(
+            processes=accelerator.num_processes, device=accelerator.device, say=say if self.main else None
+        )
         # Every process ended after the same whole step (finished, or a stop they agreed on):
         # they can all meet once more to end their process group.
         self.ended_at_step_boundary = False
         self.step_seconds: list[float] = []  # this invocation's step times, for the slow-step note
-        wandb_id = None
-        if resumed is not None:
-            wandb_id = resumed.wandb_run_id
-            self.start_wall = wall_time_at(self.dir.metrics_file, session.step)
+        self.stalls = StallWatch()
         self.sinks: list[Sink] = []
+        start_wall = 0.0
+        if resumed is not None:
+            start_wall = wall_time_at(self.dir.metrics_file, session.counters.step)
         if self.main:
-            meta = self.dir.read_meta() if options.resume else self._new_meta(loaded, overrides)
             if not options.resume:
                 self.dir.write_recipe(loaded.source_path.read_text(), loaded.data, overrides)
-            # On resume the logs are cut back to the checkpoint (all of them when there was none).
-            resume_step = (session.step if resumed is not None else -1) if options.resume else None
-            self.sinks = self._sinks(loaded, wandb_id, resume_step=resume_step)
-            meta.update(
-                status="running",
-                end_time=None,
-                wandb_run_id=self._wandb_id() or meta.get("wandb_run_id"),
-                # Who is training and when it last finished a step: `compare` tells a live run
-                # from one that died without a word (kill -9, power loss, a full disk).
-                pid=os.getpid(),
-                hostname=socket.gethostname(),
-                heartbeat=now_iso(),
+            self.sinks = open_sinks(
+                self.recipe.logging,
+                self.dir,
+                total_steps=self.recipe.trainer.total_steps,
+                start_step=session.counters.step,
+                # On resume the logs are cut back to the checkpoint (all of them when there was none).
+                resume_step=(session.counters.step if resumed is not None else -1)
+                if options.resume
+                else None,
+                config=loaded.data,
+                wandb_id=resumed.wandb_run_id if resumed is not None else None,
+                say=say,
             )
-            if options.resume:
-                meta["total_steps"] = loaded.recipe.trainer.total_steps  # a resume may extend the run
-                meta.setdefault("resumes", []).append(
-                    {
-                        "time": now_iso(),
-                        "from_step": session.step,
-                        "overrides": overrides,
-                        "setup": self._setup(),
-                    }
-                )
-            self.dir.write_meta(meta)
-        self.logger = MetricsLogger(self.sinks, start_wall=self.start_wall)
-        # The latest steps' metrics: a stall shows as a window of STALL_STEPS stalled steps.
-        self.recent: deque[dict[str, float]] = deque(maxlen=STALL_STEPS)
-        self.stalls_reported: set[str] = set()
+            self.dir.write_meta(self._started_record(loaded, overrides, resume=options.resume))
+        self.logger = MetricsLogger(self.sinks, start_wall=start_wall)
 
-    def _setup(self) -> dict[str, Any]:
-        engine = getattr(self.session.engine, "description", self.recipe.rollout.engine)
+    def _setup(self) -> Setup:
+        engine = getattr(self.session.generation.engine, "description", self.recipe.rollout.engine)
         return run_setup(
-            self.session.accelerator,
+            self.session.group.accelerator,
             self.recipe.model.dtype,
             self.recipe.trainer.autocast,
             strategy=self.session.strategy,
             engine=engine,
         )
 
-    def _new_meta(self, loaded: LoadedRecipe, overrides: list[str]) -> dict[str, Any]:
-        sha, dirty = git_state()
-        r = loaded.recipe
-        return {
-            "name": self.dir.path.name,
-            "status": "running",
-            "git_sha": sha,
-            "git_dirty": dirty,
-            "versions": package_versions(),
-            "seed": r.trainer.seed,
-            "start_time": now_iso(),
-            "end_time": None,
-            "total_steps": r.trainer.total_steps,
-            "algorithm": algorithm_summary(r),
-            "model": r.model.path,
-            "setup": self._setup(),  # of the start; each resume records its own
-            "recipe": str(loaded.source_path),
-            "overrides": overrides,
-            "wandb_run_id": None,
-        }
-
-    def _sinks(self, loaded: LoadedRecipe, wandb_id: str | None, resume_step: int | None) -> list[Sink]:
-        log = self.recipe.logging
-        sinks: list[Sink] = []
-        if log.console.enabled:
-            sinks.append(
-                ConsoleSink(
-                    self.recipe.trainer.total_steps,
-                    start_step=self.session.step,
-                    table_every=log.console.table_every_steps,
-                )
+    def _started_record(self, loaded: LoadedRecipe, overrides: list[str], *, resume: bool) -> RunMeta:
+        """meta.json as this start leaves it: a new record, or the run's own with this resume added."""
+        # Who is training and when it last finished a step: `compare` tells a live run from
+        # one that died without a word (kill -9, power loss, a full disk).
+        now = now_iso()
+        alive = {"status": "running", "end_time": None, "pid": os.getpid(), "hostname": socket.gethostname()}
+        if not resume:
+            sha, dirty = git_state()
+            r = loaded.recipe
+            return RunMeta(
+                name=self.dir.path.name,
+                git_sha=sha,
+                git_dirty=dirty,
+                versions=package_versions(),
+                seed=r.trainer.seed,
+                start_time=now,
+                total_steps=r.trainer.total_steps,
+                algorithm=algorithm_summary(r),
+                model=r.model.path,
+                setup=self._setup(),  # of the start; each resume records its own
+                recipe=str(loaded.source_path),
+                overrides=overrides,
+                wandb_run_id=wandb_run_id(self.sinks),
+                heartbeat=now,
+                **alive,
             )
-        if log.jsonl:
-            sinks.append(JsonlSink(self.dir.metrics_file, resume_step=resume_step))
-        if log.samples_every_steps:
-            sinks.append(SamplesSink(self.dir.samples_file, resume_step=resume_step))
-        if log.wandb.enabled:
-            sinks.append(
-                WandbSink(
-                    project=log.wandb.project,
-                    entity=log.wandb.entity,
-                    mode=log.wandb.mode,
-                    config=loaded.data,
-                    run_dir=self.dir.path,
-                    name=self.dir.path.name,
-                    run_id=wandb_id,
-                    say=self.say,
-                )
-            )
-        return sinks
-
-    def _wandb_id(self) -> str | None:
-        return next((s.run_id for s in self.sinks if isinstance(s, WandbSink)), None)
+        meta = self.dir.read_meta()
+        resumed = Resume(
+            time=now, from_step=self.session.counters.step, overrides=overrides, setup=self._setup()
+        )
+        return updated(
+            meta,
+            total_steps=loaded.recipe.trainer.total_steps,  # a resume may extend the run
+            wandb_run_id=wandb_run_id(self.sinks) or meta.wandb_run_id,
+            heartbeat=now,
+            resumes=[*meta.resumes, resumed],
+            **alive,
+        )
 
     # --- the schedule -----------------------------------------------------------------------
 
@@ -319,65 +286,57 @@ class Run:
             if note:
                 self.say(note)
             self.step_seconds.append(metrics["timing_s/step"])
-        self.recent.append({"step": step, **metrics})
-        for stall in find_stalls(self.recent):
-            if stall.check not in self.stalls_reported:
-                self.stalls_reported.add(stall.check)
-                self.say(f"Warning: {stall.message}.")
+        for stall in self.stalls.new_stalls(step, metrics):
+            self.say(f"Warning: {stall.message}.")
         every = self.recipe.logging.samples_every_steps
         if every and experience is not None and step % every == 0:
-            self.logger.log_samples(step, sample_rows(experience, self.session.train_data, SAMPLES_PER_LOG))
+            self.logger.log_samples(
+                step, sample_rows(experience, self.session.generation.train_data, SAMPLES_PER_LOG)
+            )
 
     def checkpoint(self) -> None:
-        self.session.save_checkpoint(self.dir.checkpoints, self._wandb_id())
+        self.session.save_checkpoint(self.dir.checkpoints, wandb_run_id(self.sinks))
 
     @contextmanager
     def supervise(self) -> Iterator[None]:
         """Ctrl-C, SIGTERM (timeout, SLURM, Kubernetes) and SIGUSR1 ask the loop to stop after the
-        current step (`stop_requested`, agreed on by every process in `stop_agreed`); the run then
-        saves a checkpoint of that step and ends "interrupted". A second signal stops at once: the
+        current step (`stops`, agreed on by every process in `stops.agree`); the run then saves a
+        checkpoint of that step and ends "interrupted". A second signal stops at once: the
         half-done step is lost and nothing is saved, so a checkpoint only ever holds a whole step.
         Any error marks the run failed."""
         status = "failed"
         at_step_boundary = False
-        previous = {}
-        if threading.current_thread() is threading.main_thread():
-            previous = {sig: signal.signal(sig, self._on_stop_signal) for sig in interrupt.STOP_SIGNALS}
-            previous[signal.SIGALRM] = signal.signal(signal.SIGALRM, self._hear_the_first_again)
-        try:
-            yield
-            at_step_boundary = True
-            status = "interrupted" if self.stopping else "finished"
-        except KeyboardInterrupt:
-            status = "interrupted"
-        except Exception as exc:
-            if is_disk_full(exc) and not isinstance(exc, ckpt.DiskFullError):  # a log or meta.json write
-                raise OSError(errno.ENOSPC, disk_full_message(self.dir.path, exc)) from exc
-            raise
-        finally:
-            if status == "interrupted":
-                try:
-                    if (
-                        at_step_boundary
-                        and self.session.step > 0
-                        and not self.checkpoint_due(self.session.step)
-                    ):
-                        self.checkpoint()
-                except KeyboardInterrupt:  # a second signal while saving: the partial save is ignored
-                    at_step_boundary = False
-            self.close(status)
-            self.ended_at_step_boundary = at_step_boundary
-            if status == "interrupted" and self.main:
-                self.say(self._interrupted_note())
-            if previous:
-                signal.setitimer(signal.ITIMER_REAL, 0)
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
+        with self.stops.listening():
+            try:
+                yield
+                at_step_boundary = True
+                status = "interrupted" if self.stops.stopping else "finished"
+            except KeyboardInterrupt:
+                status = "interrupted"
+            except Exception as exc:
+                if is_disk_full(exc) and not isinstance(exc, ckpt.DiskFullError):  # a log or meta.json write
+                    raise OSError(errno.ENOSPC, disk_full_message(self.dir.path, exc)) from exc
+                raise
+            finally:
+                if status == "interrupted":
+                    try:
+                        if (
+                            at_step_boundary
+                            and self.session.counters.step > 0
+                            and not self.checkpoint_due(self.session.counters.step)
+                        ):
+                            self.checkpoint()
+                    except KeyboardInterrupt:  # a second signal while saving: the partial save is ignored
+                        at_step_boundary = False
+                self.close(status)
+                self.ended_at_step_boundary = at_step_boundary
+                if status == "interrupted" and self.main:
+                    self.say(self._interrupted_note())
 
     def _interrupted_note(self) -> str:
         """Where the run stopped and where `rlrun resume` continues: after a second signal the last
         step done may be newer than the last checkpoint."""
-        step = self.session.step
+        step = self.session.counters.step
         saved = ckpt.list_checkpoints(self.dir.checkpoints)
         if not saved:
             return f"Interrupted at step {step}, before any checkpoint was saved."
@@ -389,57 +348,19 @@ class Run:
             "continues (the steps after it are trained again)."
         )
 
-    def _on_stop_signal(self, signum: int, frame: Any) -> None:
-        if self.closing:
-            return
-        if self.first_stop_signal is not None:
-            raise KeyboardInterrupt
-        self.first_stop_signal = signum
-        self.stop_requested = True
-        # Its duplicate is dropped by the kernel on arrival for DUPLICATE_SIGNAL_S. A handler
-        # comparing times would run only when this thread is back in Python: after a collective
-        # that waits for a slower process, say, it would take a duplicate for a second request.
-        # Not while user code (a reward's timeout) holds SIGALRM: the alarm is its.
-        if signal.getsignal(signal.SIGALRM) == self._hear_the_first_again:
-            several = self.session.accelerator.num_processes > 1
-            signal.signal(signum, signal.SIG_IGN)
-            signal.setitimer(
-                signal.ITIMER_REAL, DUPLICATE_SIGNAL_S_SEVERAL_PROCESSES if several else DUPLICATE_SIGNAL_S
-            )
-        if self.main:
-            name = "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
-            self.say(f"{name}: finishing this step, then saving a checkpoint (Ctrl-C again stops at once).")
-
-    def _hear_the_first_again(self, signum: int, frame: Any) -> None:
-        """SIGALRM, DUPLICATE_SIGNAL_S after the first stop signal: that signal, sent again, is
-        a second request from now on."""
-        if self.first_stop_signal is not None and not self.closing:
-            signal.signal(self.first_stop_signal, self._on_stop_signal)
-
-    def stop_agreed(self) -> bool:
-        """Whether the run stops after the step just done. Several processes decide together: a
-        signal can reach one of them a step before another, and a process that stopped alone
-        would leave the others waiting in their next collective operation for ever."""
-        accelerator = self.session.accelerator
-        if accelerator.num_processes == 1:
-            self.stopping = self.stop_requested
-            return self.stopping
-        flag = torch.tensor([float(self.stop_requested)], device=accelerator.device)
-        torch.distributed.all_reduce(flag, op=torch.distributed.ReduceOp.MAX)
-        # Kept apart from `stop_requested`: a signal handled while this process waited in the
-        # collective, after its flag was read, is agreed on at the next step, not lost.
-        self.stopping = bool(flag.item())
-        return self.stopping
-
     def close(self, status: str) -> None:
         """Record how the run ended (meta.json first: it is what `compare` and `resume` read),
         then close the sinks; signals arriving meanwhile or later are ignored."""
-        self.closing = True
-        interrupt.run_ended()
+        self.stops.end()
         if self.main:
             # On a full disk these can fail too; the error that ended the run is the one to report.
             for record in (
-                partial(self.dir.record_end, status=status, end_time=now_iso(), final_step=self.session.step),
+                partial(
+                    self.dir.record_end,
+                    status=status,
+                    end_time=now_iso(),
+                    final_step=self.session.counters.step,
+                ),
                 partial(self.logger.close, status),
             ):
                 try:
@@ -471,7 +392,6 @@ def resume_point(run_dir: RunDir, options: RunOptions, say: Say, *, main: bool) 
             [
                 ConfigIssue(
                     f"there is no checkpoint to resume from in {run_dir.checkpoints}",
-                    key="--restart",
                     code="no-checkpoint",
                     file=str(run_dir.path),
                     fix="train it again from step 0, replacing its metrics.jsonl and samples.jsonl: "
@@ -502,12 +422,13 @@ def start_run(
     # The default name holds the clock's second: fix it once, so the directory claimed here is
     # the one the run writes into after the (slow) model load.
     path = default_run_dir(loaded, options)
+    key = "trainer.output_dir" if options.run_dir is None else options.run_dir_key
     options = replace(options, run_dir=path)
     if options.resume:
         check_resume(path, loaded)
     state = PartialState(cpu=on_cpu(loaded.recipe))
     directory = (
-        RunDir.open(path, resume=options.resume, overwrite=options.overwrite)
+        RunDir.open(path, resume=options.resume, overwrite=options.overwrite, key=key)
         if state.is_main_process
         else None
     )
@@ -523,14 +444,14 @@ def start_run(
         if interrupt.requested():  # Ctrl-C while loading, its KeyboardInterrupt lost in a library
             raise KeyboardInterrupt
         if on_cpu(loaded.recipe):
-            parameters = sum(p.numel() for p in session.unwrapped_policy.parameters())
+            parameters = sum(p.numel() for p in session.models.unwrapped_policy.parameters())
             threads = cpu_threads_for(parameters, os.environ)
             if threads is not None:
                 torch.set_num_threads(threads)
         resumed = None
         if start_from is not None:
             resumed = session.load_checkpoint(start_from)
-            say(f"Resuming {path} from {start_from.name} (step {session.step}).")
+            say(f"Resuming {path} from {start_from.name} (step {session.counters.step}).")
         return Run(loaded, options, session, say, overrides, directory, resumed)
     except BaseException:
         if directory is not None:  # a run that never started leaves no directory behind
@@ -545,13 +466,16 @@ def train(
     """Run (or resume) the recipe to `trainer.total_steps`; returns the finished run."""
     run = start_run(loaded, options, say, list(overrides or []))
     s, total = run.session, loaded.recipe.trainer.total_steps
-    with run.supervise(), profiled_steps(run.profile_dir, s.accelerator.process_index) as step_done:
-        if s.step == 0:
+    with run.supervise(), profiled_steps(run.profile_dir, s.group.rank) as step_done:
+        if s.counters.step == 0:
             run.log(0, s.evaluate())  # the starting point every curve is compared with
-        with gathered(s.policy):
-            norm = weight_norm(s.unwrapped_policy)
-        for step in range(s.step + 1, total + 1):
-            s.reward_fn.trainer_state.global_step, s.reward_fn.trainer_state.max_steps = step, total
+        with gathered(s.models.policy):
+            norm = weight_norm(s.models.unwrapped_policy)
+        for step in range(s.counters.step + 1, total + 1):
+            (
+                s.generation.reward_fn.trainer_state.global_step,
+                s.generation.reward_fn.trainer_state.max_steps,
+            ) = step, total
             try:
                 metrics, experience = training_step(s, step)
             except RuntimeError as exc:  # sampling from a policy that broke without being caught
@@ -559,16 +483,16 @@ def train(
                     raise
                 problem = "sampling probabilities stopped being finite numbers"
                 raise NonFiniteModel(
-                    broken_model_message(problem, step, s.scheduler.get_last_lr()[0])
+                    broken_model_message(problem, step, s.optim.scheduler.get_last_lr()[0])
                 ) from exc
             norm = check_policy_health(s, experience.seq, step, lr=metrics["actor/lr"], norm_before=norm)
             step_done()
-            s.step = step
+            s.counters.step = step
             if run.eval_due(step):
                 metrics |= s.evaluate()
             run.log(step, metrics, experience)
             if run.checkpoint_due(step):
                 run.checkpoint()
-            if run.stop_agreed():  # Ctrl-C: the step is complete, the run stops here
+            if run.stops.agree():  # Ctrl-C: the step is complete, the run stops here
                 break
     return run

@@ -10,30 +10,38 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 from accelerate import Accelerator
 from accelerate.utils import set_seed
 from transformers.utils import logging as hf_logging
 
-from rlrun.algorithms.kl import AdaptiveKLController, FixedKLController, KLController
-from rlrun.algorithms.registries import ADVANTAGES, POLICY_LOSSES
+from rlrun.algorithms.kl import AdaptiveKLController, FixedKLController
+from rlrun.algorithms.registries import ADVANTAGES, DISTILLATION_LOSSES, POLICY_LOSSES
 from rlrun.data import PromptDataset, PromptSampler, load_prompt_datasets
 from rlrun.errors import ConfigIssue, RecipeError
 from rlrun.evaluation import evaluate_recipe
-from rlrun.recipes.batch_plan import batch_plan
+from rlrun.recipes.batch_plan import schedule_steps
 from rlrun.records import checkpoint as ckpt
 from rlrun.rewards import RewardCombiner
 from rlrun.rollout import SamplingParams
 from rlrun.schema import Recipe
+from rlrun.training.context import (
+    Components,
+    Counters,
+    Generation,
+    Models,
+    Optimization,
+    ProcessGroup,
+    StepContext,
+)
 from rlrun.training.experience import ExperienceCollector
 from rlrun.training.models import ValueModel, load_causal_lm, load_tokenizer, with_lora
+from rlrun.training.needs import needs_of
 from rlrun.training.optim import build_optimizer, build_scheduler
 from rlrun.training.precision import TrainerForward
 from rlrun.training.rollout_engine import build_rollout_engine
@@ -47,51 +55,10 @@ from rlrun.training.sharding import (
     shards_itself,
     strategy_in_effect,
 )
+from rlrun.training.stages import Pipeline
 
 # Resuming with a different value under any of these keys would continue a different run.
 RESUME_LOCKED_KEYS = ("model", "data")
-
-
-def step_seed(seed: int, step: int, stream: int) -> int:
-    """A seed for one purpose (`stream`) at one step, independent of every other: generation and
-    shuffling depend only on (seed, step), so a resumed run draws exactly what it would have."""
-    return int(np.random.SeedSequence([seed, step, stream]).generate_state(1)[0])
-
-
-GEN_STREAM, SHUFFLE_STREAM = 0, 1  # the critic shuffles with SHUFFLE_STREAM + 1
-LOSS_STREAM = 3  # random draws of a policy loss that declares `draws_random` (clip_cov)
-
-
-@dataclass
-class Needs:
-    """Which optional passes this recipe's algorithm needs (nothing else is computed)."""
-
-    reference: bool
-    critic: bool
-    teacher: bool
-    greedy_baseline: bool
-    recompute_old_log_probs: bool
-    sum_pi_squared: bool
-
-
-def needs_of(recipe: Recipe) -> Needs:
-    advantage = ADVANTAGES.needs(recipe.algorithm.advantage)  # what the estimator declared
-    return Needs(
-        reference=recipe.algorithm.kl_in_reward.enabled or recipe.actor.kl_loss.enabled,
-        critic=recipe.critic.enabled,
-        teacher=recipe.distillation.enabled,
-        greedy_baseline=advantage.needs_greedy_baseline,
-        # The sampler's log-probs are the old policy's when the engine computes them as the
-        # trainer does (hf, float32, no autocast) and the policy has not moved since sampling.
-        recompute_old_log_probs=(
-            batch_plan(recipe).optimizer_steps > 1
-            or recipe.rollout.engine != "hf"
-            or recipe.model.dtype != "float32"
-            or recipe.trainer.autocast is not None
-            or recipe.rollout.importance_sampling.level != "off"
-        ),
-        sum_pi_squared=advantage.needs_sum_pi_squared,
-    )
 
 
 def on_cpu(recipe: Recipe) -> bool:
@@ -133,160 +100,168 @@ def tokenizer_fingerprint(tokenizer: Any) -> str:
 
 
 class Session:
-    """The built run. `step` is the last completed training step (0 before the first)."""
+    """The built run: its parts (each owned by one object, see `training.context`), the stages
+    its recipe runs, and its checkpointed state."""
 
     def __init__(
         self, recipe: Recipe, *, accelerator: Accelerator | None = None, warn: Callable[[str], None] = print
     ):
         self.recipe = r = recipe
         hf_logging.disable_progress_bar()  # loading bars would drown the run's own progress bar
-        self.accelerator = accelerator or Accelerator(cpu=on_cpu(r), step_scheduler_with_optimizer=False)
+        self.group = ProcessGroup(
+            accelerator or Accelerator(cpu=on_cpu(r), step_scheduler_with_optimizer=False)
+        )
         set_seed(r.trainer.seed)
-        self.device = self.accelerator.device
-        self.strategy = strategy_in_effect(self.accelerator, r.trainer.strategy)  # the one that runs
+        self.strategy = strategy_in_effect(self.group.accelerator, r.trainer.strategy)  # the one that runs
         self.needs = needs_of(r)
-        self.step = 0  # last completed training step
-        self.skipped_updates = 0
-        self.samples_seen = 0  # responses trained on so far
-        self.warn = warn  # a console note (a skipped update) that does not stop the run
+        self.pipeline = Pipeline.build(r, self.needs)
+        self.counters = Counters()
         # In this order: each builder uses what the ones before made, and the seeded RNG is drawn
         # from in this order (a critic's value head is initialised randomly).
-        self._setup_data()
-        self._setup_models()
-        self._setup_components()
-        self._setup_rollout()
+        tokenizer, train_data, val_data, prompts = self._data()
+        self.models, self.optim = self._models()
+        self.components = self._components()
+        self.generation = self._generation(tokenizer, train_data, val_data, prompts)
+        self.context = StepContext(
+            recipe=r,
+            group=self.group,
+            models=self.models,
+            optim=self.optim,
+            components=self.components,
+            generation=self.generation,
+            counters=self.counters,
+            warn=warn,
+        )
 
-    def _setup_data(self) -> None:
+    def _data(self) -> tuple[Any, PromptDataset, PromptDataset | None, PromptSampler]:
         """The tokenizer, the train and validation prompts, and the sampler drawing from them."""
         r = self.recipe
-        self.tokenizer = load_tokenizer(r.model.tokenizer or r.model.path, r.model.trust_remote_code)
-        self.train_data, val_data = load_prompt_datasets(r.data, self.tokenizer)
-        self.val_data: PromptDataset | None = val_data
-        self.sampler = PromptSampler(len(self.train_data), shuffle=r.data.shuffle, seed=r.data.seed)
+        tokenizer = load_tokenizer(r.model.tokenizer or r.model.path, r.model.trust_remote_code)
+        train_data, val_data = load_prompt_datasets(r.data, tokenizer)
+        return (
+            tokenizer,
+            train_data,
+            val_data,
+            PromptSampler(len(train_data), shuffle=r.data.shuffle, seed=r.data.seed),
+        )
 
-    def _setup_models(self) -> None:
+    def _models(self) -> tuple[Models, Optimization]:
         """The policy and its optimizer and schedule; the reference, teacher and critic the
         algorithm needs (and nothing else)."""
-        r = self.recipe
+        r, device = self.recipe, self.group.device
         policy = load_causal_lm(r.model.path, r.model.dtype, r.model.trust_remote_code)
-        policy = (with_lora(policy, r.model.lora) if r.model.lora else policy).to(self.device)
+        policy = (with_lora(policy, r.model.lora) if r.model.lora else policy).to(device)
         if r.model.gradient_checkpointing:
             policy.gradient_checkpointing_enable()
             if r.model.lora:  # frozen embeddings: checkpointed blocks need inputs that carry grad
                 policy.enable_input_require_grads()
-        self.policy, self.optimizer = self._prepare_trained(policy, r.actor.optimizer)
-        self.policy_forward = self._forward(self.policy, compile=r.trainer.compile)
-        self.scheduler = build_scheduler(self.optimizer, r.actor.lr_scheduler, r.trainer.total_steps)
-
+        policy, optimizer = self._prepare_trained(policy, r.actor.optimizer)
         # With LoRA the reference is the policy with its adapters disabled: no second copy.
-        self.reference = (
+        reference = (
             self._frozen(r.reference.path or r.model.path)
             if self.needs.reference and not r.model.lora
             else None
         )
-        self.teacher = self._frozen(r.distillation.teacher) if self.needs.teacher else None
-        self.critic = self.critic_optimizer = self.critic_forward = None
+        critic = critic_optimizer = None
         if self.needs.critic:
             critic = ValueModel.from_pretrained(
                 r.critic.model_path or r.model.path, r.model.dtype, r.model.trust_remote_code
-            ).to(self.device)
-            self.critic, self.critic_optimizer = self._prepare_trained(critic, r.critic.optimizer)
-            self.critic_forward = self._forward(self.critic, compile=r.trainer.compile)
+            ).to(device)
+            critic, critic_optimizer = self._prepare_trained(critic, r.critic.optimizer)
+        models = Models(
+            policy=policy,
+            policy_forward=self._forward(policy, compile=r.trainer.compile),
+            reference=reference,
+            teacher=self._frozen(r.distillation.teacher) if self.needs.teacher else None,
+            critic=critic,
+            critic_forward=self._forward(critic, compile=r.trainer.compile) if critic is not None else None,
+            unwrap=self.group.accelerator.unwrap_model,
+            frozen_forward=lambda model: self._forward(model, compile=False),
+        )
+        scheduler = build_scheduler(optimizer, r.actor.lr_scheduler, schedule_steps(r))
+        return models, Optimization(optimizer, scheduler, critic_optimizer)
 
     def _prepare_trained(
         self, model: torch.nn.Module, optimizer_config: Any
     ) -> tuple[torch.nn.Module, torch.optim.Optimizer]:
         """A trained model and its optimizer, distributed as `trainer.strategy` says: by
         Accelerate, or sharded by rlrun where Accelerate does not run FSDP2 (CPU)."""
-        if shards_itself(self.accelerator, self.recipe.trainer.strategy):
-            model = shard(model, self.accelerator)  # before the optimizer: it holds the shards
-            return model, self.accelerator.prepare(build_optimizer(model.parameters(), optimizer_config))
-        return self.accelerator.prepare(model, build_optimizer(model.parameters(), optimizer_config))
+        accelerator = self.group.accelerator
+        if shards_itself(accelerator, self.recipe.trainer.strategy):
+            model = shard(model, accelerator)  # before the optimizer: it holds the shards
+            return model, accelerator.prepare(build_optimizer(model.parameters(), optimizer_config))
+        return accelerator.prepare(model, build_optimizer(model.parameters(), optimizer_config))
 
-    def _setup_components(self) -> None:
+    def _components(self) -> Components:
         """The algorithm's registered components (with what they declared they need) and the
         in-reward KL controller."""
         r = self.recipe
-        self.advantage_fn = ADVANTAGES.get(r.algorithm.advantage)
-        self.policy_loss_fn = POLICY_LOSSES.get(r.actor.policy_loss)
-        self.advantage_needs = ADVANTAGES.needs(r.algorithm.advantage)
-        self.policy_loss_needs = POLICY_LOSSES.needs(r.actor.policy_loss)
         kl = r.algorithm.kl_in_reward
-        self.kl_ctrl: KLController = (
-            AdaptiveKLController(kl.coef, kl.target_kl, kl.horizon)
-            if kl.controller == "adaptive"
-            else FixedKLController(kl.coef)
+        return Components(
+            advantage_fn=ADVANTAGES.get(r.algorithm.advantage),
+            advantage_needs=ADVANTAGES.needs(r.algorithm.advantage),
+            policy_loss_fn=POLICY_LOSSES.get(r.actor.policy_loss),
+            policy_loss_needs=POLICY_LOSSES.needs(r.actor.policy_loss),
+            distillation_needs=DISTILLATION_LOSSES.needs(r.distillation.loss),
+            kl_ctrl=(
+                AdaptiveKLController(kl.coef, kl.target_kl, kl.horizon)
+                if kl.controller == "adaptive"
+                else FixedKLController(kl.coef)
+            ),
         )
 
-    def _setup_rollout(self) -> None:
+    def _generation(
+        self,
+        tokenizer: Any,
+        train_data: PromptDataset,
+        val_data: PromptDataset | None,
+        prompts: PromptSampler,
+    ) -> Generation:
         """The rollout engine on the policy's weights, the reward functions, and the collector
         that samples and scores each step's experience."""
         r = self.recipe
-        self.engine = build_rollout_engine(r, self.unwrapped_policy, self.tokenizer)
-        self.reward_fn = RewardCombiner(
-            r.reward.functions,
-            answer_key=r.data.answer_key,
-            chat=self.train_data.chat,
-        )
-        self.sampling = SamplingParams.from_rollout(r.rollout)
-        self.collector = ExperienceCollector(
-            engine=self.engine,
-            tokenizer=self.tokenizer,
-            dataset=self.train_data,
-            sampler=self.sampler,
-            reward_fn=self.reward_fn,
-            sampling=self.sampling,
+        engine = build_rollout_engine(r, self.models.unwrapped_policy, tokenizer)
+        reward_fn = RewardCombiner(r.reward.functions, answer_key=r.data.answer_key, chat=train_data.chat)
+        sampling = SamplingParams.from_rollout(r.rollout)
+        collector = ExperienceCollector(
+            engine=engine,
+            tokenizer=tokenizer,
+            dataset=train_data,
+            sampler=prompts,
+            reward_fn=reward_fn,
+            sampling=sampling,
             overlong=r.reward.overlong_shaping,
             group_filter=r.algorithm.group_filter,
-            device=self.device,
-            rank=self.accelerator.process_index,
-            world=self.accelerator.num_processes,
-            everywhere=self._on_every_process,
+            device=self.group.device,
+            rank=self.group.rank,
+            world=self.group.size,
+            everywhere=self.group.all,
         )
-
-    def _on_every_process(self, flag: bool) -> bool:
-        if self.accelerator.num_processes == 1:
-            return flag
-        count = self.accelerator.reduce(torch.tensor(int(flag), device=self.device), reduction="sum")
-        return int(count) == self.accelerator.num_processes
+        return Generation(tokenizer, train_data, val_data, prompts, engine, reward_fn, sampling, collector)
 
     def _frozen(self, path: str) -> torch.nn.Module:
         model = load_causal_lm(
             path, self.recipe.model.dtype, self.recipe.model.trust_remote_code, trainable=False
-        ).to(self.device)
+        ).to(self.group.device)
         if self.strategy == "fsdp2":  # Accelerate shards only the models it prepares
-            model = shard(model, self.accelerator)
+            model = shard(model, self.group.accelerator)
         return self._forward(model, compile=False)  # scored without grad, once a step
 
     def _forward(self, model: torch.nn.Module, *, compile: bool) -> TrainerForward:
         """`model` as the trainer's passes call it (`trainer.autocast`, `trainer.compile`)."""
         return TrainerForward(
-            model, autocast=self.recipe.trainer.autocast, compile=compile, device_type=self.device.type
+            model, autocast=self.recipe.trainer.autocast, compile=compile, device_type=self.group.device.type
         )
-
-    @property
-    def unwrapped_policy(self) -> torch.nn.Module:
-        return self.accelerator.unwrap_model(self.policy)
-
-    @contextmanager
-    def reference_model(self) -> Iterator[torch.nn.Module]:
-        """The reference policy for the KL terms: the frozen copy, or the policy with its LoRA
-        adapters disabled for the duration of the block."""
-        if self.reference is not None:
-            with gathered(self.reference):
-                yield self.reference
-            return
-        with self.unwrapped_policy.disable_adapter():
-            yield self._forward(self.unwrapped_policy, compile=False)
 
     def evaluate(self) -> dict[str, float]:
         """Held-out accuracy (`val/accuracy` = mean@k) on the validation split, and its seconds
         (`timing_s/eval`: a row's wall time less these is training time)."""
-        if self.val_data is None:
+        g = self.generation
+        if g.val_data is None:
             return {}
         start = time.perf_counter()
-        with gathered(self.policy):
-            result = evaluate_recipe(self.engine, self.tokenizer, self.val_data, self.recipe, self.reward_fn)
+        with gathered(self.models.policy):
+            result = evaluate_recipe(g.engine, g.tokenizer, g.val_data, self.recipe, g.reward_fn)
         return result.metrics() | {"timing_s/eval": time.perf_counter() - start}
 
     # --- checkpointed state ---------------------------------------------------------------
@@ -294,44 +269,45 @@ class Session:
     def train_state(self, wandb_run_id: str | None) -> TrainState:
         """Under FSDP2 every process must call this (the optimizer states are gathered); the
         main process gets the whole state."""
+        m, o, c, g = self.models, self.optim, self.counters, self.generation
         return TrainState(
-            step=self.step,
-            skipped_updates=self.skipped_updates,
-            samples_seen=self.samples_seen,
-            optimizer=full_optimizer_state(self.policy, self.optimizer),
-            scheduler=self.scheduler.state_dict(),
-            critic_optimizer=(
-                full_optimizer_state(self.critic, self.critic_optimizer) if self.critic_optimizer else None
-            ),
+            step=c.step,
+            skipped_updates=c.skipped_updates,
+            samples_seen=c.samples_seen,
+            optimizer=full_optimizer_state(m.policy, o.optimizer),
+            scheduler=o.scheduler.state_dict(),
+            critic_optimizer=full_optimizer_state(m.critic, o.critic_optimizer)
+            if o.critic_optimizer
+            else None,
             rng=ckpt.capture_rng_state(),
-            data=self.sampler.state_dict(),
-            kl_controller=self.kl_ctrl.state_dict(),
+            data=g.prompts.state_dict(),
+            kl_controller=self.components.kl_ctrl.state_dict(),
             wandb_run_id=wandb_run_id,
-            tokenizer_fingerprint=tokenizer_fingerprint(self.tokenizer),
+            tokenizer_fingerprint=tokenizer_fingerprint(g.tokenizer),
         )
 
     def save_checkpoint(self, root: Path, wandb_run_id: str | None) -> Path | None:
         """Write the checkpoint of the current step (main process only; all processes wait, and
         under FSDP2 gather the whole weights and optimizer states for it)."""
-        self.accelerator.wait_for_everyone()
+        accelerator, m = self.group.accelerator, self.models
+        accelerator.wait_for_everyone()
         state = self.train_state(wandb_run_id).to_dict()
-        weights = full_weights(self.policy)
-        critic_weights = full_weights(self.critic) if self.critic is not None else None
+        weights = full_weights(m.policy)
+        critic_weights = full_weights(m.critic) if m.critic is not None else None
         path = None
-        if self.accelerator.is_main_process:
-            critic = self.accelerator.unwrap_model(self.critic) if self.critic is not None else None
+        if accelerator.is_main_process:
             path = ckpt.save_checkpoint(
                 root,
-                self.step,
-                model=self.unwrapped_policy,
-                tokenizer=self.tokenizer,
+                self.counters.step,
+                model=m.unwrapped_policy,
+                tokenizer=self.generation.tokenizer,
                 state=state,
-                critic=critic,
+                critic=m.unwrap(m.critic) if m.critic is not None else None,
                 weights=weights,
                 critic_weights=critic_weights,
                 keep_last=self.recipe.trainer.checkpoint.keep_last,
             )
-        self.accelerator.wait_for_everyone()
+        accelerator.wait_for_everyone()
         return path
 
     def load_checkpoint(self, path: Path) -> TrainState:
@@ -342,7 +318,8 @@ class Session:
             raise ckpt.unreadable_state(
                 path / ckpt.TRAINER_STATE, f"lacks the trainer state's {exc}"
             ) from None
-        if state.tokenizer_fingerprint != tokenizer_fingerprint(self.tokenizer):
+        m, o, g = self.models, self.optim, self.generation
+        if state.tokenizer_fingerprint != tokenizer_fingerprint(g.tokenizer):
             raise RecipeError(
                 [
                     ConfigIssue(
@@ -354,21 +331,19 @@ class Session:
                 ]
             )
         load = load_full_weights if self.strategy == "fsdp2" else None
-        ckpt.load_policy_weights(path, self.unwrapped_policy, load=load)
-        if self.critic is not None:
-            ckpt.load_critic_weights(path, self.accelerator.unwrap_model(self.critic), load=load)
-            load_full_optimizer_state(self.critic, self.critic_optimizer, state.critic_optimizer)
-        load_full_optimizer_state(self.policy, self.optimizer, state.optimizer)
-        self.scheduler.load_state_dict(state.scheduler)
-        self.sampler.load_state_dict(state.data)
-        self.kl_ctrl.load_state_dict(state.kl_controller)
+        ckpt.load_policy_weights(path, m.unwrapped_policy, load=load)
+        if m.critic is not None:
+            ckpt.load_critic_weights(path, m.unwrap(m.critic), load=load)
+            load_full_optimizer_state(m.critic, o.critic_optimizer, state.critic_optimizer)
+        load_full_optimizer_state(m.policy, o.optimizer, state.optimizer)
+        o.scheduler.load_state_dict(state.scheduler)
+        g.prompts.load_state_dict(state.data)
+        self.components.kl_ctrl.load_state_dict(state.kl_controller)
         ckpt.restore_rng_state(state.rng)
-        self.step, self.skipped_updates, self.samples_seen = (
-            state.step,
-            state.skipped_updates,
-            state.samples_seen,
-        )
-        self.engine.sync_weights(self.unwrapped_policy)
+        self.counters.step = state.step
+        self.counters.skipped_updates = state.skipped_updates
+        self.counters.samples_seen = state.samples_seen
+        g.engine.sync_weights(m.unwrapped_policy)
         return state
 
 

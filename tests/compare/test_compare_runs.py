@@ -19,6 +19,7 @@ import pytest
 from rlrun.compare.inputs import load_input
 from rlrun.compare.runs import RunReadError, load_run
 from rlrun.compare.wandb_runs import load_wandb_run
+from rlrun.records.rundir import RunDir
 
 
 def test_a_run_is_found_by_directory_or_by_name(make_run, steps, tmp_path):
@@ -57,14 +58,14 @@ def test_a_run_in_progress_reads_what_is_there(make_run, steps):
     path = make_run("live", steps(7, {"critic/score/mean": 0.5}), status="running", total_steps=100)
     (path / "resolved.yaml").unlink()  # not even every file written yet
     run = load_run(str(path))
-    assert run.status == "running" and run.last_step == 7 and run.meta["total_steps"] == 100
+    assert run.status == "running" and run.last_step == 7 and run.meta.total_steps == 100
     assert run.recipe is None and any("no resolved.yaml" in note for note in run.notes)
     assert run.last_update is not None
 
 
-def test_a_run_that_has_written_nothing_yet(tmp_path):
+def test_a_run_that_has_written_nothing_yet(tmp_path, run_meta):
     (tmp_path / "fresh").mkdir()
-    (tmp_path / "fresh" / "meta.json").write_text(json.dumps({"name": "fresh", "status": "running"}))
+    RunDir(tmp_path / "fresh").write_meta(run_meta(name="fresh", status="running"))
     run = load_run(str(tmp_path / "fresh"))
     assert run.rows == [] and run.last_step is None and run.metric_names() == []
     assert "no metrics.jsonl yet" in run.notes
@@ -105,18 +106,27 @@ def test_a_wandb_run_maps_onto_the_run_directory_format():
     api = SimpleNamespace(run=lambda path: wb_run if path == "me/rlrun/abc123" else None)
     run = load_wandb_run("me/rlrun/abc123", api=api)
     assert run.name == "grpo-wb" and run.source == "wandb:me/rlrun/abc123"
-    assert run.status == "failed" and run.meta["total_steps"] == 10 and run.meta["seed"] == 3
+    assert run.status == "failed" and run.meta.total_steps == 10 and run.meta.seed == 3
     assert run.rows[0] == {"step": 1, "wall_time_s": 3.5, "critic/score/mean": 0.25, "samples": 128}
     assert math.isnan(run.rows[1]["val/accuracy"])
     assert run.recipe["model"]["path"] == "rlrun:tiny-base" and "_wandb" not in run.recipe
 
 
-def test_a_running_run_whose_process_is_gone_reads_as_crashed_and_a_silent_one_as_stale():
+@pytest.mark.parametrize(("state", "status"), [("pending", "running"), ("killed", "interrupted")])
+def test_a_wandb_run_state_reads_as_a_status_and_an_unknown_one_is_refused(state, status):
+    wb_run = SimpleNamespace(name="r", id="i", state=state, config={}, scan_history=lambda: iter([]))
+    assert load_wandb_run("me/p/i", api=SimpleNamespace(run=lambda path: wb_run)).status == status
+    wb_run.state = "hibernating"
+    with pytest.raises(RunReadError, match="in a state rlrun does not know: 'hibernating'"):
+        load_wandb_run("me/p/i", api=SimpleNamespace(run=lambda path: wb_run))
+
+
+def test_a_running_run_whose_process_is_gone_reads_as_crashed_and_a_silent_one_as_stale(run_meta):
     from rlrun.compare.runs import STALE_AFTER_S, live_status
 
     beat = "2026-11-30T10:00:00+00:00"
     t = datetime.fromisoformat(beat).timestamp()
-    meta = {"status": "running", "pid": 4242, "hostname": "box", "heartbeat": beat}
+    meta = run_meta(status="running", pid=4242, hostname="box", heartbeat=beat)
     here = {"now": t + 5, "hostname": "box"}
     assert live_status(meta, **here, alive=lambda: True) == "running"
     assert live_status(meta, **here, alive=lambda: False) == "crashed"
@@ -125,8 +135,9 @@ def test_a_running_run_whose_process_is_gone_reads_as_crashed_and_a_silent_one_a
     assert live_status(meta, now=t + STALE_AFTER_S + 1, **elsewhere) == "stale"
     # alive here, but no step for that long: hung
     assert live_status(meta, now=t + STALE_AFTER_S + 1, hostname="box", alive=lambda: True) == "stale"
-    assert live_status({**meta, "status": "finished"}, **here, alive=lambda: False) == "finished"
-    assert live_status({"status": "running"}, **here, alive=lambda: False) == "running"  # no heartbeat yet
+    assert live_status(run_meta(status="finished"), **here, alive=lambda: False) == "finished"
+    before_heartbeats = run_meta(status="running", pid=None, hostname=None, heartbeat=None)
+    assert live_status(before_heartbeats, **here, alive=lambda: False) == "running"
 
 
 HOLD_LOCK = """
@@ -167,7 +178,9 @@ def test_running_is_decided_by_the_run_lock_never_by_a_pid_alone(make_run, steps
         holder.wait()
 
 
-def test_a_run_from_before_the_lock_is_alive_only_while_its_pid_is_the_same_process(make_run, steps):
+def test_a_run_from_before_the_lock_is_alive_only_while_its_pid_is_the_same_process(
+    make_run, steps, run_meta
+):
     from rlrun.compare.runs import training_process_alive
 
     path = make_run("old", steps(3, {}), status="running")
@@ -180,7 +193,8 @@ def test_a_run_from_before_the_lock_is_alive_only_while_its_pid_is_the_same_proc
             False,
         ),  # the pid's process began after the run's last step
     ]:
-        assert training_process_alive(path, {"pid": pid, "heartbeat": heartbeat.isoformat()}) is alive
+        meta = run_meta(status="running", pid=pid, heartbeat=heartbeat.isoformat())
+        assert training_process_alive(path, meta) is alive
 
 
 def test_compare_shows_a_run_killed_with_9_as_crashed(make_run, steps):

@@ -83,7 +83,13 @@ def test_grpo_config(config):
     assert trainer["prompts_per_step"] == 8 * 4 * 8 // 8  # steps_per_generation x micro / n
     # 8 micro-batches per generation, 4 per optimizer step: 2 optimizer steps per rlrun step
     assert trainer["total_steps"] == 500 // 2
-    assert actor["lr_scheduler"] == {"name": "cosine", "warmup_steps": 50 // 2, "min_lr_ratio": 0.0}
+    # the schedule counts TRL's optimizer steps: 10 % of 500 warm up, as transformers' Trainer
+    assert actor["lr_scheduler"] == {
+        "name": "cosine",
+        "step_unit": "optimizer_step",
+        "warmup_steps": 50,
+        "min_lr_ratio": 0.0,
+    }
     assert recipe["rollout"]["n"] == 8 and recipe["rollout"]["engine"] == "vllm"
     assert recipe["rollout"]["max_response_tokens"] == 1024
     assert recipe["rollout"]["importance_sampling"] == {"level": "token", "cap": 2.0, "mode": "truncate"}
@@ -134,21 +140,29 @@ def test_an_older_configs_max_prompt_length_truncates_as_trl_did():
     assert recipe["data"]["max_prompt_tokens"] == 256 and recipe["data"]["overlong_prompts"] == "truncate"
 
 
-def test_epochs_become_steps_from_the_rows(tmp_path):
+def test_epochs_become_steps_from_the_rows():
     """16 samples per generation / 4 generations = 4 prompts a step; 30 rows hold 7 whole batches
     (TRL's sampler drops the rest); 3 epochs (TRL's default) = 21 steps, 2.5 epochs = ceil(17.5) = 18."""
-    data = tmp_path / "train.jsonl"
-    data.write_text("".join(f'{{"prompt": "q{i}", "answer": "{i}"}}\n' for i in range(30)))
-    settings = {"dataset_name": str(data), "per_device_train_batch_size": 16, "num_generations": 4}
-    assert recipe_of(settings)["trainer"]["total_steps"] == 21
-    assert recipe_of({**settings, "num_train_epochs": 2.5})["trainer"]["total_steps"] == 18
-    # a hub dataset is not counted: the rows are given, or the key is refused
-    hub = {"per_device_train_batch_size": 16, "num_generations": 4}
-    assert recipe_of(hub, rows=30)["trainer"]["total_steps"] == 21
+    settings = {"per_device_train_batch_size": 16, "num_generations": 4}
+    assert recipe_of(settings, rows=30)["trainer"]["total_steps"] == 21
+    assert recipe_of({**settings, "num_train_epochs": 2.5}, rows=30)["trainer"]["total_steps"] == 18
+    # a dataset is not downloaded or read to count it: the rows are given, or the key is refused
     with pytest.raises(ConvertError, match="`num_train_epochs: 3.0` .* pass `--dataset-rows N`"):
-        recipe_of(hub)
-    with pytest.raises(ConvertError, match="--dataset-rows 31, but .* holds 30 rows"):
-        recipe_of(settings, rows=31)
+        recipe_of(settings)
+
+
+def test_a_local_dataset_is_what_trls_load_dataset_reads(tmp_path, monkeypatch):
+    """TRL 1.16's `trl grpo` calls datasets.load_dataset(dataset_name): a folder of data files
+    loads (its train split), one file does not ("Couldn't find any data file"; seen with
+    datasets 5.2), so TRL cannot train on it and neither is it converted."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "train.jsonl").write_text('{"prompt": "q", "answer": "1"}\n')
+    folder = recipe_of({"dataset_name": "data", "max_steps": 10})["data"]["source"]
+    assert folder == f"hf:{tmp_path / 'data'}"  # rlrun's hf: source makes the same datasets call
+    for name in ("data/train.jsonl", str(tmp_path / "data" / "train.jsonl"), "missing.jsonl", "./missing"):
+        with pytest.raises(ConvertError, match="`dataset_name: .*` cannot be converted: .*not one file"):
+            recipe_of({"dataset_name": name, "max_steps": 10})
 
 
 def test_num_processes_comes_from_the_config():
@@ -345,3 +359,78 @@ def test_bf16_is_mixed_precision_over_float32_weights_as_in_trl():
     weights_in_bf16 = recipe_of({"max_steps": 10, "dtype": "bfloat16"})  # autocast over them: a no-op
     assert weights_in_bf16["model"]["dtype"] == "bfloat16"
     assert weights_in_bf16.get("trainer", {}).get("autocast") is None
+
+
+@pytest.mark.parametrize("scheduler", ["linear", "cosine", "constant_with_warmup"])
+def test_the_lr_at_every_update_is_trls(tmp_path, scheduler):
+    """4 micro-batches per generation in optimizer steps of 2, 2 passes: 4 optimizer steps per
+    generation, each at the lr transformers' Trainer (so TRL) gives it: warm-up 0.1 x 40 = 4
+    optimizer steps, decay over max_steps = 40."""
+    from transformers import TrainingArguments, get_scheduler
+
+    from rlrun.recipes.batch_plan import schedule_steps
+    from rlrun.training.optim import build_scheduler
+
+    settings = {
+        "max_steps": 40,
+        "steps_per_generation": 4,
+        "gradient_accumulation_steps": 2,
+        "num_iterations": 2,
+        "lr_scheduler_type": scheduler,
+        "warmup_steps": 0.1,
+    }
+    path = tmp_path / "r.yaml"
+    path.write_text(convert({**BASICS, **settings}, "x.yaml").to_yaml())
+    recipe = load_recipe(path, environment=False).recipe
+    assert recipe.trainer.total_steps == 10 and schedule_steps(recipe) == 40
+
+    def rates(scheduler: torch.optim.lr_scheduler.LRScheduler) -> list[float]:
+        used = []
+        for _ in range(40):
+            used.append(scheduler.get_last_lr()[0])
+            scheduler.optimizer.step()
+            scheduler.step()
+        return used
+
+    def optimizer() -> torch.optim.Optimizer:
+        return torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=1.0)
+
+    args = TrainingArguments(output_dir=str(tmp_path / "out"), warmup_steps=0.1, report_to="none")
+    trl = get_scheduler(
+        scheduler, optimizer(), num_warmup_steps=args.get_warmup_steps(40), num_training_steps=40
+    )
+    rlrun = build_scheduler(optimizer(), recipe.actor.lr_scheduler, schedule_steps(recipe))
+    assert args.get_warmup_steps(40) == recipe.actor.lr_scheduler.warmup_steps == 4
+    assert rates(rlrun) == pytest.approx(rates(trl), abs=1e-15)
+
+
+def test_where_trls_optimizer_steps_still_differ_the_report_says_so():
+    several = {"max_steps": 40, "steps_per_generation": 4, "gradient_accumulation_steps": 2}
+    notes = convert({**BASICS, **several, "num_iterations": 2}, "x.yaml").notes
+    assert any("makes its num_iterations=2 passes over the same split; rlrun reshuffles" in n for n in notes)
+    assert any("loss_type dapo: TRL divides each optimizer step's token sum" in n for n in notes)
+    one = convert({**BASICS, "max_steps": 10}, "x.yaml")  # one optimizer step per generation
+    assert not any("reshuffles" in n or "loss_type dapo" in n for n in one.notes)
+    assert one.report().startswith("read as TRL 1.16.0 (transformers 5.24.0) runs it")
+
+
+def test_every_refused_key_is_listed():
+    settings = {"max_steps": 10, "delta": 4, "top_entropy_quantile": 0.2, "loss_type": "cispo"}
+    with pytest.raises(ConvertError) as refused:
+        convert({**settings, "dataset_name": "d", "reward_funcs": ["nonsense"]}, "x.yaml")
+    message = str(refused.value)
+    assert message.startswith("x.yaml: rlrun cannot run this TRL experiment as it is; nothing was written.")
+    for key in ("delta", "top_entropy_quantile", "loss_type", "reward_funcs", "model_name_or_path"):
+        assert f"\n  - `{key}: " in message, key
+
+
+def test_a_recipe_that_does_not_validate_leaves_no_file(config):
+    """TRL's built-in rewards import `trl.rewards` (TRL installed); an import path that does not
+    resolve stops the command the same way: exit 2, the recipe printed with the error, no file."""
+    (config.parent / "grpo.yaml").write_text(
+        textwrap.dedent(CONFIG).replace("trl_rewards.accuracy", "nowhere.accuracy")
+    )
+    result = CliRunner().invoke(app, ["convert", "trl", "grpo.yaml", "-o", "out/r.yaml"])
+    assert result.exit_code == 2 and "cannot import module 'nowhere'" in " ".join(result.output.split())
+    assert "the recipe above (not written to out/r.yaml)" in result.output
+    assert not (config.parent / "out").exists()

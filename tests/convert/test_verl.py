@@ -130,10 +130,11 @@ def test_grpo_script(data_dir):
     )
     assert recipe["critic"]["enabled"] is False
     report = conversion.report()
+    assert report.startswith("read as verl 0.9.1 runs it")  # the version the table describes
     assert "actor_rollout_ref.actor.ppo_mini_batch_size=256 -> actor.mini_batch_samples: 1280" in report
     assert "verl counts prompts, rlrun samples: x rollout.n" in report
     assert "actor_rollout_ref.model.use_remove_padding=true  [memory or speed" in report
-    assert "trainer.critic_warmup=0" in report.split("no rlrun equivalent")[1]  # no critic in GRPO
+    assert "trainer.critic_warmup=0 -> actor.frozen_steps: 0" in report  # verl: no step skipped
     assert "--num-processes 8" in report
 
 
@@ -333,7 +334,7 @@ def test_ppo_script_relies_on_verl_defaults(data_dir):
         recipe["critic"]["optimizer"]["lr"] == 1e-5
         and recipe["critic"]["model_path"] == "deepseek-ai/deepseek-llm-7b-chat"
     )
-    assert recipe["critic"]["warmup_steps"] == 0
+    assert recipe["actor"]["frozen_steps"] == 0
     assert recipe["rollout"]["n"] == 1  # verl's default
     assert recipe["actor"]["mini_batch_samples"] == 256 and recipe["actor"]["micro_batch_samples"] == 16 * 8
     assert recipe["trainer"]["total_steps"] == 300
@@ -535,9 +536,12 @@ def test_cli_writes_once_and_validates(data_dir):
 def test_cli_reports_a_recipe_that_does_not_validate(data_dir):
     # verl would refuse this too: 64 prompts a step cannot make mini-batches of 256 prompts
     verl = ["data.train_batch_size=64", "data.train_files=train.parquet", "data.val_files=test.parquet"]
-    result = runner.invoke(app, ["convert", "verl", *verl, "-o", "bad.yaml"])
-    assert result.exit_code == 2
-    assert "actor.mini_batch_samples" in result.output and (data_dir / "bad.yaml").is_file()
+    for output in ("bad.yaml", "out/bad.yaml"):  # checked beside where it would go, or elsewhere
+        result = runner.invoke(app, ["convert", "verl", *verl, "-o", output])
+        assert result.exit_code == 2
+        assert f"the recipe above (not written to {output})" in result.output
+        assert "actor.mini_batch_samples" in result.output and "prompts_per_step: 64" in result.output
+        assert sorted(p.name for p in data_dir.iterdir()) == ["test.parquet", "train.parquet"]  # nothing left
 
 
 E2E_RUN = r"""
@@ -604,23 +608,26 @@ def test_a_verl_run_and_its_reward_function_train_without_edits(tmp_path, monkey
 
 
 def test_the_documented_convert_command(tmp_path, monkeypatch):
-    """docs/coming-from-verl-trl.md's `rlrun convert verl` command, exactly as written, on the example
-    script it names."""
+    """docs/coming-from-verl-trl.md's `rlrun convert verl` command, exactly as written, in a fresh
+    clone's folders (examples/, recipes/) with nothing in $HOME: its overrides point the run at
+    the shipped GSM8K sample."""
+    from tests.test_docs import commands_in
+
     repo = Path(__file__).resolve().parents[2]
     page = (repo / "docs" / "coming-from-verl-trl.md").read_text()
-    (command,) = [line for line in page.splitlines() if line.startswith("rlrun convert verl ")]
-    shutil.copytree(repo / "examples", tmp_path / "examples")
-    (tmp_path / "data" / "gsm8k").mkdir(parents=True)
-    verl_parquet(tmp_path / "data" / "gsm8k" / "train.parquet", 1024)
-    verl_parquet(tmp_path / "data" / "gsm8k" / "test.parquet", 16)
-    monkeypatch.setenv("HOME", str(tmp_path))  # the script reads $HOME/data/gsm8k/*.parquet
+    (command,) = [c for c in commands_in(page) if c.startswith("rlrun convert verl ")]
+    for folder in ("examples", "recipes"):
+        shutil.copytree(repo / folder, tmp_path / folder)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))  # no ~/data/gsm8k
     monkeypatch.chdir(tmp_path)
     result = runner.invoke(app, shlex.split(command)[1:])
     assert result.exit_code == 0, result.output
     recipe = load_recipe(tmp_path / "grpo_gsm8k.yaml", environment=False).recipe
-    assert recipe.actor.mini_batch_samples == 64 * 8 and recipe.actor.micro_batch_samples == 16 * 4
     assert (
-        recipe.trainer.total_steps == 15 * (1024 // 256)
-        and recipe.reward.functions[0].fn == "rlrun:verl_default"
+        recipe.data.source == recipe.data.val_source == str(tmp_path / "recipes" / "gsm8k" / "sample.parquet")
     )
+    assert recipe.trainer.prompts_per_step == 16 and recipe.rollout.n == 8
+    assert recipe.actor.mini_batch_samples == 16 * 8 and recipe.actor.micro_batch_samples == 16 * 4
+    assert recipe.trainer.total_steps == 15 * (20 // 16)  # 15 epochs of the 20-row sample
+    assert recipe.reward.functions[0].fn == "rlrun:verl_default"  # GSM8K's scorer, by data_source
     assert "--num-processes 4" in result.output

@@ -88,7 +88,16 @@ def test_dapo_generation_batches(data):
 
 def test_reward_models_and_custom_functions(data):
     recipe = run(data, **{"reward_model.enable": True, "reward_model.model.path": "my/rm"}).recipe
-    assert recipe["reward"]["functions"] == [{"model": "my/rm", "weight": 1.0, "score": "logit"}]
+    # verl 0.9.1 serves the reward model in reward.reward_model.rollout.dtype, bfloat16 by default
+    assert recipe["reward"]["functions"] == [
+        {"model": "my/rm", "weight": 1.0, "score": "logit", "dtype": "bfloat16"}
+    ]
+    rm_fp32 = {
+        "reward_model.enable": True,
+        "reward_model.model.path": "m",
+        "reward_model.rollout.dtype": "fp32",
+    }
+    assert run(data, **rm_fp32).recipe["reward"]["functions"][0]["dtype"] == "float32"
     both = {
         "reward_model.enable": True,
         "reward_model.model.path": "m",
@@ -216,3 +225,39 @@ def test_ignored_keys_are_listed_one_by_one_and_only_layout_memory_or_logging(da
         if row.rlrun is None and row.refused_unless is None and not row.convert
     }
     assert sorted(r for r in reasons if not any(n in r for n in NEUTRAL)) == []
+
+
+@pytest.mark.parametrize(("critic_warmup", "frozen"), [(0, 0), (1, 0), (2, 1), (5, 4)])
+@pytest.mark.parametrize("estimator", ["grpo", "gae"])
+def test_critic_warmup_skips_the_actor_as_verl_counts_it(data, critic_warmup, frozen, estimator):
+    """verl updates the actor once `critic_warmup <= global_steps` (counted from 1), critic or
+    not (verl 0.9.1 ray_trainer.fit): c - 1 steps without an update."""
+    settings = {"trainer.critic_warmup": critic_warmup, "algorithm.adv_estimator": estimator}
+    assert (
+        run(data, **settings, **{"trainer.total_training_steps": 9}).recipe["actor"].get("frozen_steps", 0)
+        == frozen
+    )
+
+
+@pytest.mark.parametrize(
+    ("steps", "ratio", "warmup"),
+    [(-1, 0.1, 21), (0, 0.1, 21), (None, 0.1, 21), (5, 0.1, 5), (3, 0.0, 3), (0, 0.0, 0)],
+)
+def test_warm_up_steps_as_verls_engine_reads_them(data, steps, ratio, warmup):
+    """lr_warmup_steps above 0, else int(ratio x 210 steps): verl's _build_lr_scheduler."""
+    settings = {
+        "trainer.total_training_steps": 210,
+        "actor_rollout_ref.actor.optim.lr_warmup_steps": steps,
+        "actor_rollout_ref.actor.optim.lr_warmup_steps_ratio": ratio,
+    }
+    assert run(data, **settings).recipe["actor"].get("lr_scheduler", {}).get("warmup_steps", 0) == warmup
+
+
+def test_chat_template_arguments_are_passed_on(data):
+    settings = {
+        "trainer.total_training_steps": 5,
+        "data.apply_chat_template_kwargs.reasoning_effort": "medium",
+        "data.apply_chat_template_kwargs.enable_thinking": False,
+    }
+    recipe = run(data, **settings).recipe
+    assert recipe["data"]["chat_template_kwargs"] == {"reasoning_effort": "medium", "enable_thinking": False}

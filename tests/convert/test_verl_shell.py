@@ -97,6 +97,63 @@ def test_a_value_only_the_running_shell_knows_is_named_when_it_matters():
     assert run.settings["trainer.nnodes"] == 2
 
 
+def test_a_variable_set_from_the_environment_names_the_variable_the_user_can_set():
+    script = """
+    NNODES=${SLURM_JOB_NUM_NODES}
+    export NNODES
+    NODES=${NNODES:-1}  # set (to a value only the running shell knows): the default does not apply
+    python3 -m verl.trainer.main_ppo trainer.nnodes="${NNODES}" trainer.n_gpus_per_node=$NODES
+    """
+    settings = settings_of(script)
+    assert settings["trainer.nnodes"].names == ("$SLURM_JOB_NUM_NODES (through $NNODES)",)
+    assert settings["trainer.n_gpus_per_node"].names == ("$SLURM_JOB_NUM_NODES (through $NODES)",)
+    assert settings_of(script, {"SLURM_JOB_NUM_NODES": "2"})["trainer.nnodes"] == 2
+
+
+def test_an_output_folder_or_logger_only_the_running_shell_knows_is_reported_not_refused():
+    script = """
+    CKPTS_DIR=/ckpts/$(basename $MODEL_PATH)
+    python3 -m verl.trainer.main_ppo data.train_files=x.parquet trainer.total_training_steps=5 \\
+        trainer.default_local_dir=${CKPTS_DIR} trainer.project_name=${WANDB_PROJECT}
+    """
+    conversion = convert(read_script(textwrap.dedent(script), {}))
+    report = conversion.report()
+    assert (
+        "trainer.default_local_dir=${CKPTS_DIR} -> trainer.output_dir  [it waits on the "
+        "command substitution $(basename $MODEL_PATH) (through $CKPTS_DIR), not set here: rlrun's default stays]"
+    ) in report
+    assert (
+        "trainer.project_name=${WANDB_PROJECT} -> logging.wandb.project  [it waits on $WANDB_PROJECT"
+        in report
+    )
+    assert "output_dir" not in conversion.recipe["trainer"] and "logging" not in conversion.recipe
+
+
+@pytest.mark.parametrize(
+    ("script", "settings"),
+    [
+        # `$@` at the end (verl's examples): the arguments follow, and a key given twice is the last one's
+        ("python3 -m verl.trainer.main_ppo a.b=1 c.d=2 $@\n", {"a.b": 1, "c.d": 3, "e.f": 4}),
+        # bash puts them where `"$@"` stands: the script's own later words win
+        ('python3 -m verl.trainer.main_ppo a.b=1 "$@" c.d=2\n', {"a.b": 1, "c.d": 2, "e.f": 4}),
+        ("python3 -m verl.trainer.main_ppo ${@} a.b=1\n", {"a.b": 1, "c.d": 3, "e.f": 4}),
+        # $1 is the first one
+        ('python3 -m verl.trainer.main_ppo a.b="$1" $@\n', {"a.b": "c.d=3", "c.d": 3, "e.f": 4}),
+    ],
+)
+def test_the_scripts_arguments_go_where_bash_puts_them(script, settings):
+    run = read_script(script, {}, ["c.d=3", "e.f=4"])
+    assert run.settings == settings and run.notes == []
+
+
+def test_arguments_a_script_does_not_pass_on_follow_its_words_with_a_note():
+    run = read_script("python3 -m verl.trainer.main_ppo a.b=1 c.d=2\n", {}, ["c.d=3"])
+    assert run.settings == {"a.b": 1, "c.d": 3}
+    assert run.notes == [
+        "the script's verl command has no $@, so bash would not pass it c.d=3; rlrun applied them after its own settings"
+    ]
+
+
 @pytest.mark.parametrize(
     ("script", "message"),
     [

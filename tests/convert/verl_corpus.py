@@ -1,7 +1,7 @@
 """Running `rlrun convert verl` on verl's own example scripts (fixtures/verl/, README there), as a
 new user would: with verl-layout parquet files of the real row counts where the scripts look for
 their data. Each script's outcome is one of: converted (a recipe that validates), refused (exit
-2 with the reasons), traceback (anything else)."""
+2 with the reasons, the converter's or validation's), traceback (anything else)."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ import pyarrow.parquet as pq
 
 from rlrun.convert.conversion import ConvertError
 from rlrun.convert.verl import VerlRun, convert, read_script
+from rlrun.errors import RecipeError
 from rlrun.facts.verl_keys import files
 from rlrun.recipes import load_recipe
 
@@ -103,7 +104,11 @@ def run_script(script: Path, root: Path) -> Outcome:
         out = root / "recipes" / (script.stem + ".yaml")
         out.parent.mkdir(exist_ok=True)
         out.write_text(conversion.to_yaml())
-        return Outcome(name, "converted", conversion.report(), load_recipe(out, environment=False).data)
+        try:
+            recipe = load_recipe(out, environment=False).data
+        except RecipeError as err:  # `rlrun convert` prints these errors, exits 2 and writes nothing
+            return Outcome(name, "refused", f"{name}: the converted recipe does not validate\n{err}")
+        return Outcome(name, "converted", conversion.report(), recipe)
     except Exception:  # noqa: BLE001  (what is being counted)
         return Outcome(name, "traceback", traceback.format_exc())
 

@@ -397,10 +397,10 @@ CASES += [
         "the key contains a non-ASCII character, `\u0430` (U+0430 CYRILLIC SMALL LETTER A) at position 1",
     ),
     Case(
-        "sixty-errors-show-fifty",
+        "sixty-errors-show-their-kind-once",
         VALIDATE_R,
         "r.yaml, line 2, column 1, `key_0`",
-        "... and 10 more errors (`rlrun validate --json` lists them all)",
+        "(59 more like it: r.yaml, line 3, column 1, `key_1`;",
         {"r.yaml": "extends: base\n" + "".join(f"key_{i}: {i}\n" for i in range(60))},
     ),
 ]

@@ -69,6 +69,7 @@ def test_sample_data_is_verl_gsm8k_layout_and_its_answers_score():
     rows = pq.read_table(GSM8K / "sample.parquet").to_pylist()
     assert len(rows) == 20
     for row in rows:
+        assert row["data_source"] == "openai/gsm8k"  # as verl's gsm8k.py writes it: verl scores it so
         (message,) = row["prompt"]
         assert message["role"] == "user" and '"####"' in message["content"]
         assert row["reward_model"]["ground_truth"].isdigit()

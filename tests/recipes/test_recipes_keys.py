@@ -49,7 +49,27 @@ def test_typos_in_rlrun_sections_still_get_did_you_mean():
     assert unknown_key_hint(("actor", "lr")) == "did you mean `actor.optimizer.lr` or `critic.optimizer.lr`?"
 
 
+def test_a_moved_key_names_where_it_went(write, errors):
+    write("r.yaml", "extends: ppo\ncritic:\n  warmup_steps: 3\n")
+    (issue,) = errors("r.yaml")
+    assert (
+        issue.code == "unknown-key" and "moved to `actor.frozen_steps`" in issue.message and issue.line == 3
+    )
+
+
 def test_the_table_names_only_real_rlrun_keys():
     keys = {dotted(key) for key in all_keys()}
     assert {row.rlrun for row in TABLE.values() if row.rlrun} <= keys
     assert all(lookup(key) is not None for key in VERL_DEFAULTS)
+
+
+def test_a_run_record_carries_a_moved_key_to_where_its_setting_went():
+    from rlrun.recipes.keys import carry_moved_keys
+
+    with_critic = {"critic": {"enabled": True, "warmup_steps": 3}}
+    carry_moved_keys(with_critic)
+    assert with_critic == {"critic": {"enabled": True}, "actor": {"frozen_steps": 3}}
+    # without a critic the old key skipped nothing: no frozen steps
+    without = {"critic": {"enabled": False, "warmup_steps": 3}, "actor": {"lr": 1}}
+    carry_moved_keys(without)
+    assert without == {"critic": {"enabled": False}, "actor": {"lr": 1}}

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from rlrun.errors import RecipeError
 from rlrun.recipes import load_recipe
 from rlrun.recipes.paths import data_path, model_path
 
@@ -113,10 +114,63 @@ def test_the_resolved_recipe_loads_again_from_anywhere_with_the_same_paths(write
 
 
 @pytest.mark.skipif(os.name != "posix", reason="POSIX paths")
-def test_an_unset_variable_stays_as_written_and_is_reported_missing(write, only_error, monkeypatch):
+def test_an_unset_variable_is_an_error_naming_the_key_and_the_variable(write, only_error, monkeypatch):
     monkeypatch.delenv("NO_SUCH_RLRUN_VAR", raising=False)
     issue = only_error(write("my.yaml", "extends: grpo\ndata:\n  source: $NO_SUCH_RLRUN_VAR/train.jsonl\n"))
-    assert issue.code == "data-missing" and "$NO_SUCH_RLRUN_VAR/train.jsonl" in issue.found
+    assert (issue.code, issue.key, issue.line) == ("path-variable-unset", "data.source", 3)
+    assert "$NO_SUCH_RLRUN_VAR, which is not set" in issue.message  # not also a missing file
+
+
+# Every key that holds a path, with a value naming an unset variable (each its own kind of path).
+PATH_SETTINGS = [
+    "data.source=${NO_SUCH_RLRUN_VAR}/train.jsonl",
+    "data.val_source=[a.jsonl, $NO_SUCH_RLRUN_VAR/b.jsonl]",
+    "model.path=${NO_SUCH_RLRUN_VAR}/policy",
+    "model.tokenizer=$NO_SUCH_RLRUN_VAR/tok",
+    "reference.path=$NO_SUCH_RLRUN_VAR/ref",
+    "critic.model_path=$NO_SUCH_RLRUN_VAR/critic",
+    "distillation.teacher=$NO_SUCH_RLRUN_VAR/teacher",
+    "reward.functions=[{model: $NO_SUCH_RLRUN_VAR/rm}]",
+    "trainer.output_dir=${NO_SUCH_RLRUN_VAR}/runs",
+]
+UNSET_AT = ["data.source", "data.val_source.1", "model.path", "model.tokenizer", "reference.path",
+            "critic.model_path", "distillation.teacher", "reward.functions.0.model", "trainer.output_dir"]  # fmt: skip
+
+
+@pytest.mark.parametrize(("setting", "key"), zip(PATH_SETTINGS, UNSET_AT, strict=True))
+def test_every_path_key_refuses_an_unset_variable(tmp_path, monkeypatch, setting, key):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("NO_SUCH_RLRUN_VAR", raising=False)
+    with pytest.raises(RecipeError) as caught:
+        load_recipe("grpo", [setting], environment=False, import_modules=False)
+    unset = [issue for issue in caught.value.issues if issue.code == "path-variable-unset"]
+    assert [(issue.key, issue.override) for issue in unset] == [(key, setting)]
+    assert "$NO_SUCH_RLRUN_VAR, which is not set" in unset[0].message
+
+
+def test_the_output_folder_expands_home_and_variables_and_stays_relative_to_the_working_directory(
+    write, tmp_path, monkeypatch
+):
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("RUNS", str(tmp_path / "elsewhere"))
+    recipe = write("exp/my.yaml", "extends: grpo\ntrainer:\n  output_dir: ~/runs\n")
+    assert load_recipe(recipe).recipe.trainer.output_dir == str(tmp_path / "home" / "runs")
+    assert load_recipe("grpo", ["trainer.output_dir=$RUNS/x"]).recipe.trainer.output_dir == str(
+        tmp_path / "elsewhere" / "x"
+    )
+    assert load_recipe(write("exp/rel.yaml", "extends: grpo\n")).recipe.trainer.output_dir == "runs"
+
+
+def test_extends_expands_home_and_variables_and_refuses_an_unset_one(
+    write, tmp_path, monkeypatch, only_error
+):
+    monkeypatch.setenv("RECIPES", str(tmp_path / "lib"))
+    monkeypatch.delenv("NO_SUCH_RLRUN_VAR", raising=False)
+    write("lib/base.yaml", "extends: grpo\ntrainer:\n  total_steps: 7\n")
+    child = write("exp/child.yaml", "extends: $RECIPES/base.yaml\n")
+    assert load_recipe(child).recipe.trainer.total_steps == 7
+    issue = only_error(write("exp/bad.yaml", "extends: ${NO_SUCH_RLRUN_VAR}/base.yaml\n"))
+    assert (issue.key, issue.code, issue.line) == ("extends", "path-variable-unset", 1)
 
 
 def test_a_reward_model_path_resolves_against_the_recipe_and_an_override_against_the_cwd(write, tmp_path):
@@ -132,3 +186,34 @@ def test_a_reward_model_path_resolves_against_the_recipe_and_an_override_against
     assert data["reward"]["functions"][0]["model"] == str(tmp_path / "exp" / "rm")
     data = load_recipe(recipe, ["reward.functions.0.model=rm2"], environment=False, import_modules=False).data
     assert data["reward"]["functions"][0]["model"] == str(tmp_path / "rm2")
+
+
+@pytest.mark.slow
+def test_on_the_command_line_an_unset_variable_is_refused_and_home_is_where_runs_go(tmp_path, monkeypatch):
+    """`~/runs` trains into the home folder, not a folder named `~` here; `${UNSET}/runs` is
+    refused before anything is made."""
+    from typer.testing import CliRunner
+
+    from rlrun.cli import app
+
+    runner = CliRunner()
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("NO_SUCH_RLRUN_VAR", raising=False)
+    for command in (["validate", "grpo", "model.path=${NO_SUCH_RLRUN_VAR}/policy"],
+                    ["train", "grpo", "trainer.output_dir=${NO_SUCH_RLRUN_VAR}/runs"]):  # fmt: skip
+        result = runner.invoke(app, command)
+        assert result.exit_code == 2, result.output
+        assert "$NO_SUCH_RLRUN_VAR, which is not set" in " ".join(result.output.replace("│", "").split())
+    assert list(tmp_path.iterdir()) == []
+    tiny = [
+        "trainer.total_steps=1",
+        "trainer.prompts_per_step=2",
+        "rollout.n=2",
+        "actor.mini_batch_samples=4",
+    ]
+    tiny += ["actor.micro_batch_samples=4", "trainer.eval.prompts=2", "logging.console.enabled=false"]
+    result = runner.invoke(app, ["train", "grpo", *tiny, "trainer.output_dir=~/runs", "--name", "r"])
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "home" / "runs" / "r" / "meta.json").is_file()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["home"]

@@ -478,3 +478,12 @@ def test_a_value_fitting_no_form_of_a_union_is_one_issue(write, errors):
             'one of auto, messages, true, false. Found "maybe". Fix: use one of the allowed values.'
         ),
     ]
+
+
+def test_lora_under_fsdp2_is_refused_at_any_process_count(write, only_error):
+    """FSDP2 needs several processes (one is refused at launch) and never runs a LoRA policy:
+    `validate` refuses the pair, as `train` would."""
+    write("r.yaml", "extends: grpo\ntrainer:\n  strategy: fsdp2\nmodel:\n  lora: {r: 4}\n")
+    issue = only_error("r.yaml")
+    assert (issue.key, issue.code, issue.line) == ("trainer.strategy", "strategy-unsupported", 3)
+    assert load_recipe("grpo", ["trainer.strategy=ddp", "model.lora={r: 4}"]).recipe.model.lora.r == 4

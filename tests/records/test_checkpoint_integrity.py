@@ -340,6 +340,7 @@ def test_a_resume_without_a_checkpoint_asks_for_restart_before_touching_the_reco
     result = invoke("resume", run, "trainer.total_steps=4")
     assert result.exit_code == 2, result.output
     assert "no checkpoint to resume from" in result.output and "--restart" in result.output
+    assert "`--restart`:" not in flat(result.output)  # named as the fix, not as a flag given
     assert (run / "metrics.jsonl").read_bytes() == metrics
     assert json.loads((run / "meta.json").read_text())["status"] == "finished"
 

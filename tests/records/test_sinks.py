@@ -52,6 +52,22 @@ def test_console_shows_progress_and_a_table_every_n_steps():
     assert "critic/score/mean" in text and "4/4" in text
 
 
+def test_the_sinks_a_recipe_asks_for_write_into_the_run_directory(tmp_path):
+    from rlrun.records.rundir import RunDir
+    from rlrun.schema.logs import Logging
+
+    run_dir = RunDir(tmp_path)
+    (tmp_path / "metrics.jsonl").write_text('{"step": 1}\n{"step": 2}\n')
+    options = {"total_steps": 5, "start_step": 1, "config": {}, "wandb_id": None, "say": print}
+    sinks = m.open_sinks(Logging(console={"enabled": False}), run_dir, resume_step=1, **options)
+    assert [type(s) for s in sinks] == [m.JsonlSink, m.SamplesSink] and m.wandb_run_id(sinks) is None
+    assert (tmp_path / "metrics.jsonl").read_text() == '{"step": 1}\n'  # cut back to the checkpoint
+    for sink in sinks:
+        sink.close("finished")
+    quiet = Logging(console={"enabled": False}, jsonl=False, samples_every_steps=0)
+    assert m.open_sinks(quiet, run_dir, resume_step=None, **options) == []
+
+
 def test_logger_stamps_wall_time_and_fans_out(tmp_path):
     logger = m.MetricsLogger([m.JsonlSink(tmp_path / "m.jsonl")], start_wall=100.0)
     logger.log(1, {"x": 1.0})

@@ -3,7 +3,7 @@
 import pytest
 
 from rlrun.recipes import load_recipe
-from rlrun.records.stalls import CUT_FRACTION, STALL_STEPS, find_stalls
+from rlrun.records.stalls import CUT_FRACTION, STALL_STEPS, StallWatch, find_stalls
 from rlrun.training.run import RunOptions, train
 
 
@@ -33,6 +33,16 @@ def test_all_zero_scores_are_a_stall_but_a_constant_nonzero_score_is_not():
     (stall,) = find_stalls(rows([0.0] * 3, score_max=0.0))
     assert (stall.check, stall.step) == ("zero-reward", 1)
     assert find_stalls([{**row, "critic/score/min": 1.0} for row in rows([0.0] * 3, score_max=1.0)]) == []
+
+
+def test_a_run_in_progress_hears_of_each_stall_once_the_step_it_shows():
+    watch = StallWatch()
+    heard = []
+    for row in rows([0.6, 0.6, 0.6, 0.6, 0.1, 0.6, 0.6, 0.6], score_max=0.0):
+        step, metrics = row["step"], {k: v for k, v in row.items() if k != "step"}
+        heard.append([(stall.check, stall.step) for stall in watch.new_stalls(step, metrics)])
+    # both show at step 3 (steps 1-3); they are not said again, not even when they show anew
+    assert heard == [[], [], [("length-limit", 1), ("zero-reward", 1)], [], [], [], [], []]
 
 
 def test_rows_without_the_metrics_raise_nothing():

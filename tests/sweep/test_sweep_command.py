@@ -45,6 +45,32 @@ def test_the_dry_run_prints_the_plan_and_starts_nothing(write_sweep, tmp_path):
     assert not (tmp_path / "runs").exists()
 
 
+def _refused(result) -> str:
+    assert result.exit_code == 2, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    return " ".join(result.output.split())
+
+
+@pytest.mark.parametrize(
+    "flags", [["--partition", "gpu"], ["--gpus-per-run", "0"], ["--cpus-per-run", "8"], ["--time", "30"]]
+)
+def test_slurm_options_with_the_local_executor_are_refused_naming_the_option(write_sweep, tmp_path, flags):
+    path = write_sweep({"recipe": "grpo", "overrides": {"trainer.output_dir": str(tmp_path / "runs")}})
+    text = _refused(runner.invoke(app, ["sweep", str(path), *flags]))
+    assert text.startswith(f"error: {flags[0]}: SLURM options, which the local executor does not use")
+    assert not (tmp_path / "runs").exists()
+    text = _refused(runner.invoke(app, ["sweep", str(path), "--executor", "slurm", "--jobs", "2"]))
+    assert text.startswith("error: --jobs: the runs at once on this machine, which the SLURM executor")
+
+
+def test_a_sweep_name_that_is_no_folder_name_is_refused_in_rlruns_words(write_sweep, tmp_path):
+    path = write_sweep("name: ../x\nrecipe: grpo\n")
+    text = _refused(runner.invoke(app, ["sweep", str(path), "--dry-run"]))
+    text = "".join(text.replace("│", "").split())  # the panel wraps long paths anywhere
+    assert f"{path},line1,column1,`name`:thesweep'sname`../x`cannotbeafolder" in text
+    assert "shouldmatchpattern" not in text
+
+
 def test_the_documented_sweep_example_and_file_plan_cleanly(tmp_path, monkeypatch):
     page = (REPO / "docs" / "sweeps.md").read_text()
     example = page[page.index("```yaml\n") + len("```yaml\n") :]

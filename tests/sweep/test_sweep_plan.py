@@ -10,6 +10,8 @@ import pytest
 import yaml
 
 from rlrun.errors import RecipeError
+from rlrun.records.record import RunMeta
+from rlrun.records.rundir import RunDir
 from rlrun.sweep.plan import plan_sweep
 from rlrun.sweep.spec import read_sweep
 
@@ -31,7 +33,7 @@ def fake_run(plan_run, status: str, steps: int, seconds_per_step: float = 2.0) -
     """A run directory as `rlrun train` leaves it, `steps` steps in."""
     plan_run.dir.mkdir(parents=True)
     (plan_run.dir / "resolved.yaml").write_text(yaml.safe_dump(plan_run.loaded.data, sort_keys=False))
-    (plan_run.dir / "meta.json").write_text(json.dumps({"status": status, "total_steps": 10}))
+    RunDir(plan_run.dir).write_meta(RunMeta(name=plan_run.dir.name, status=status, total_steps=10))
     rows = [{"step": s, "wall_time_s": seconds_per_step * s} for s in range(1, steps + 1)]
     (plan_run.dir / "metrics.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
 
@@ -89,6 +91,16 @@ def test_a_recipe_beside_the_sweep_file_and_a_missing_one(write_sweep, tmp_path)
     (issue,) = caught.value.issues
     assert (issue.file, issue.line, issue.key) == (str(path), 3, "recipe")
     assert "point `recipe=nope`" in issue.message and "does not exist" in issue.message
+
+
+def test_a_recipe_named_with_home_or_a_variable_is_found(write_sweep, tmp_path, monkeypatch):
+    (tmp_path / "lib").mkdir()
+    (tmp_path / "lib" / "mine.yaml").write_text("extends: grpo\nrollout:\n  n: 16\n")
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("RECIPES", str(tmp_path / "lib"))
+    for recipe in ("~/lib/mine.yaml", "${RECIPES}/mine.yaml"):
+        sweep = write_sweep(f"recipe: {recipe}\noverrides: {{trainer.output_dir: {tmp_path}}}\n")
+        assert plan_sweep(read_sweep(sweep)).runs[0].loaded.recipe.rollout.n == 16
 
 
 def test_states_resume_skip_and_estimate(two_by_two):

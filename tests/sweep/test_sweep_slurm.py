@@ -69,13 +69,13 @@ def test_each_node_runs_rlrun_train_with_its_rank(tmp_path):
     assert job.argv(0, ["n0"]) == ["resume", str(tmp_path / "run"), "--restart", "--num-processes", "4"]
 
 
-def test_checkpoint_returns_once_rlrun_has_saved_though_it_interrupts_the_wait(tmp_path):
+def test_checkpoint_returns_once_rlrun_has_saved_though_it_interrupts_the_wait(tmp_path, capfd):
     # submitit calls `checkpoint` from its USR2 handler, which interrupts `__call__`'s wait for
-    # `rlrun train`. The stand-in for `rlrun train` takes 0.5 s to save after its Ctrl-C;
-    # `checkpoint` must then requeue at once, not after stop_wait_s (the job's time limit could
-    # end it first).
+    # `rlrun train`. The stand-in for `rlrun train` takes 0.5 s to save after its stop signal
+    # (SIGUSR1: the run then names it, not a Ctrl-C nobody pressed); `checkpoint` must then
+    # requeue at once, not after stop_wait_s (the job's time limit could end it first).
     job = TrainJob(tmp_path / "run", ["train"], 0, str(tmp_path), stop_wait_s=60)
-    script = "trap 'sleep 0.5; exit 130' INT; while true; do sleep 0.1; done"
+    script = "trap 'sleep 0.5; exit 130' USR1; while true; do sleep 0.1; done"
     job._process = subprocess.Popen(["sh", "-c", script])
     took: list[float] = []
 
@@ -93,6 +93,25 @@ def test_checkpoint_returns_once_rlrun_has_saved_though_it_interrupts_the_wait(t
     requeued, seconds = took
     assert seconds < 10, seconds
     assert isinstance(requeued.function, TrainJob) and requeued.function.run_dir == job.run_dir
+    assert "SLURM's warning (SIGUSR2) of the time limit or a preemption" in capfd.readouterr().out
+
+
+def test_a_job_whose_run_a_signal_stopped_ends_without_an_error(tmp_path, monkeypatch, capfd):
+    """scancel (SIGTERM) stops `rlrun train` after a saved step, exit code 130: a stop, not a
+    failure submitit would log as an ERROR with a traceback; other codes still fail the job."""
+    import submitit
+
+    monkeypatch.setattr(submitit, "JobEnvironment", lambda: type("Env", (), {"node": 0, "hostnames": ["n0"]}))
+    job = TrainJob(tmp_path / "run", ["train", "grpo"], 0, str(tmp_path), stop_wait_s=60)
+    monkeypatch.setattr("rlrun.sweep.slurm.ENTRY", ["sh", "-c", "exit 130", "rlrun"])
+    assert job() == 130
+    assert (
+        "stopped on a signal (scancel, or one sent to the job) after saving its step"
+        in capfd.readouterr().out
+    )
+    monkeypatch.setattr("rlrun.sweep.slurm.ENTRY", ["sh", "-c", "exit 1", "rlrun"])
+    with pytest.raises(RuntimeError, match="exited with code 1"):
+        job()
 
 
 def test_sinfo_time_limits_and_gres_are_read():
@@ -210,6 +229,12 @@ def test_a_request_the_cluster_cannot_grant_is_refused_before_anything_is_submit
         app, ["sweep", str(path), "--executor", "slurm", "--cpus-per-run", "1"], env=slurm_cluster
     )
     assert result.exit_code == 2 and "--gpus-per-run 1" in result.output
+    # The default CPU count fits the nodes (this host has fewer than 8): never refused as if asked for.
+    path = write_sweep({"name": "s", "recipe": "grpo", "overrides": tiny, "seeds": [0]})
+    result = runner.invoke(app, ["sweep", str(path), "--executor", "slurm", "--dry-run"], env=slurm_cluster)
+    assert result.exit_code == 0, result.output
+    cpus = min(8, len(os.sched_getaffinity(0)))  # the one node has `nproc` CPUs (the script)
+    assert f"cpus_per_run {cpus}" in " ".join(result.output.split())
     assert not (tmp_path / "runs").exists() and not queued(slurm_cluster)
 
 
@@ -240,6 +265,11 @@ def test_a_sweep_on_slurm_finishes_and_survives_a_rerun_and_scancel(
     stopped_at = len(rows(seed0))
     assert json.loads((seed0 / "meta.json").read_text())["status"] == "interrupted"
     assert 3 <= stopped_at < 31  # SIGTERM: the step finished and was saved; the run did not
+    # a clean stop, not a failed job: no submitit ERROR, no traceback
+    log = tmp_path / "runs" / "s" / "slurm" / f"{jobs['default/seed-0']}_0_log"
+    err, out = Path(f"{log}.err").read_text(), Path(f"{log}.out").read_text()
+    assert "ERROR" not in err and "Traceback" not in err, err[-3000:]
+    assert "stopped on a signal (scancel, or one sent to the job)" in out, (out[-2000:], err[-3000:])
 
     rerun = rlrun(*sweep)
     assert rerun.returncode == 0, rerun.stderr
@@ -323,6 +353,10 @@ def test_a_job_at_its_time_limit_is_requeued_and_resumes_exactly(slurm_cluster, 
     meta = json.loads((run_dir / "meta.json").read_text())
     assert meta["status"] == "finished" and meta["resumes"][0]["from_step"] == interrupted_at < 25
     assert "Caught signal SIGUSR2" in log.read_text() and "timed-out" in log.read_text()
+    # the cause and the signal named, not a Ctrl-C nobody pressed
+    said = log.read_text() + log.with_suffix(".err").read_text()
+    assert "SLURM's warning (SIGUSR2) of the time limit or a preemption" in said
+    assert "SIGUSR1: finishing this step" in said and "Ctrl-C: finishing" not in said
     got, want = rows(run_dir), rows(tmp_path / "ref")
     assert [row["step"] for row in got] == list(range(26))
     for mine, theirs in zip(got, want, strict=True):

@@ -96,6 +96,13 @@ def test_a_sweep_without_grid_or_list_has_one_point(write_sweep):
         ),
         ("recipe: grpo\ngrid:\n  x: [a/b, a_b]\n", 3, "grid.x.1", "same name"),
         ("recipe: grpo\nrecipe: dapo\n", 2, "recipe", "appears twice"),
+        (
+            "name: ../x\nrecipe: grpo\n",
+            1,
+            "name",
+            "the sweep's name `../x` cannot be a folder: it holds a path",
+        ),
+        ("name: '..'\nrecipe: grpo\n", 1, "name", "the sweep's name `..` cannot be a folder: `..` is"),
     ],
 )
 def test_mistakes_in_the_sweep_file_are_located(write_sweep, text, line, key, words):

@@ -26,20 +26,21 @@ from rlrun.training.sharding import gathered
 
 def train_one_step(recipe: str, overrides: list[str], out: Path) -> None:
     s = Session(load_recipe(recipe, overrides).recipe)
-    rank, world = s.accelerator.process_index, s.accelerator.num_processes
-    whole_batch = s.collector.collect
-    s.collector.rank, s.collector.world = 0, 1  # every process samples the whole batch alike
+    rank, world = s.group.rank, s.group.size
+    collector = s.generation.collector
+    whole_batch = collector.collect
+    collector.rank, collector.world = 0, 1  # every process samples the whole batch alike
 
     def my_share(num_prompts: int, seed: int, *, timer: Timer) -> tuple[Experience, int]:
         exp, batches = whole_batch(num_prompts * world, seed, timer=timer)
         return select_groups(exp, torch.arange(rank * num_prompts, (rank + 1) * num_prompts)), batches
 
-    s.collector.collect = my_share
+    collector.collect = my_share
     metrics, _ = training_step(s, 1)
-    sharded = [isinstance(p, DTensor) for p in s.policy.parameters()]
-    with gathered(s.policy):  # the whole weights (every process takes part)
-        params = {k: v.detach().clone() for k, v in s.unwrapped_policy.named_parameters()}
-    if s.accelerator.is_main_process:
+    sharded = [isinstance(p, DTensor) for p in s.models.policy.parameters()]
+    with gathered(s.models.policy):  # the whole weights (every process takes part)
+        params = {k: v.detach().clone() for k, v in s.models.unwrapped_policy.named_parameters()}
+    if s.group.accelerator.is_main_process:
         torch.save(
             {
                 "processes": world,
@@ -50,7 +51,7 @@ def train_one_step(recipe: str, overrides: list[str], out: Path) -> None:
             },
             out,
         )
-    s.accelerator.wait_for_everyone()
+    s.group.accelerator.wait_for_everyone()
 
 
 def main() -> None:

@@ -197,6 +197,12 @@ def test_dry_run_writes_nothing(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+def test_the_dry_run_of_a_sharding_strategy_says_its_step_is_one_unsharded_process(tmp_path):
+    result = _run_cli("train", "grpo", "trainer.strategy=fsdp2", "--dry-run", cwd=tmp_path)
+    said = "".join(result.stderr.replace("│", "").split())
+    assert "`train--dry-run`takesitsstepinoneprocess,unsharded" in said
+
+
 def test_wandb_offline_run_is_resumed_under_the_same_id(tmp_path, monkeypatch):
     monkeypatch.setenv("WANDB_MODE", "offline")
     monkeypatch.setenv("WANDB_SILENT", "true")

@@ -87,7 +87,7 @@ def test_the_reference_scores_the_rows_in_the_updates_micro_batches(tmp_path, mo
     """Same rows, same shapes: the reference's (and the old policy's) log-probs equal the
     policy's to the bit while the two are equal. In-order chunks (as before) differed from the shuffled micro-batches of the
     update, and on SmolLM2 that left a KL gradient of float noise at step 1."""
-    from rlrun.training import loop
+    from rlrun.training.stages import scoring, updates
 
     calls = []
 
@@ -95,11 +95,31 @@ def test_the_reference_scores_the_rows_in_the_updates_micro_batches(tmp_path, mo
         calls.append(("update" if "entropy" in kwargs else "score", q.input_ids.tolist()))
         return response_log_probs(model, q, *args, **kwargs)
 
-    response_log_probs = loop.response_log_probs
-    monkeypatch.setattr(loop, "response_log_probs", recording)
+    response_log_probs = scoring.response_log_probs
+    monkeypatch.setattr(scoring, "response_log_probs", recording)
+    monkeypatch.setattr(updates, "response_log_probs", recording)
     overrides = [*SMALL, "actor.mini_batch_samples=8", "actor.micro_batch_samples=4", "actor.kl_loss.enabled=true", "trainer.total_steps=1"]  # fmt: skip
     run(tmp_path / "run", overrides)
     scored = [ids for kind, ids in calls if kind == "score"]
     updated = [ids for kind, ids in calls if kind == "update"]
     assert len(updated) == 8  # 4 prompts x 8 responses in micro-batches of 4, one epoch
     assert scored == updated + updated  # the reference, then the old policy (two mini-batches)
+
+
+@pytest.mark.parametrize(
+    ("unit", "frozen", "factors"),
+    [
+        # 4 prompts x 8 samples in mini-batches of 16: two optimizer steps per training step
+        ("training_step", 0, [0.0, 1 / 4, 2 / 4]),
+        ("optimizer_step", 0, [0.0, 2 / 4, 4 / 4]),
+        # no update in step 1: the schedule starts with the first one (verl's critic warm-up)
+        ("training_step", 1, [0.0, 0.0, 1 / 4]),
+        ("optimizer_step", 1, [0.0, 0.0, 2 / 4]),
+    ],
+)
+def test_the_lr_schedule_counts_its_unit_from_the_first_update(tmp_path, unit, frozen, factors):
+    schedule = f"actor.lr_scheduler={{name: constant, warmup_steps: 4, step_unit: {unit}}}"
+    rows = run(tmp_path / "run", [*SMALL, schedule, f"actor.frozen_steps={frozen}", "trainer.total_steps=3"])
+    steps = [r for r in rows if r["step"] > 0]
+    assert [r["actor/lr"] for r in steps] == pytest.approx([3e-4 * f for f in factors])
+    assert ["actor/pg_loss" in r for r in steps] == [step > frozen for step in (1, 2, 3)]

@@ -33,7 +33,7 @@ def _base() -> torch.nn.Module:
 
 
 def _some_sequences(session) -> Sequences:
-    exp, _ = session.collector.collect(2, seed=0, timer=Timer())
+    exp, _ = session.generation.collector.collect(2, seed=0, timer=Timer())
     return exp.seq
 
 
@@ -41,8 +41,8 @@ def test_lora_trains_only_the_adapters_and_resumes(tmp_path):
     overrides = [*LORA, "trainer.total_steps=2", "trainer.checkpoint.every_steps=1"]
     run = train(load_recipe("grpo", overrides), RunOptions(run_dir=tmp_path / "run"), overrides=overrides)
     s = run.session
-    assert s.reference is None  # no second copy of the model
-    policy, base = s.unwrapped_policy, _base().state_dict()
+    assert s.models.reference is None  # no second copy of the model
+    policy, base = s.models.unwrapped_policy, _base().state_dict()
     trainable = {name for name, p in policy.named_parameters() if p.requires_grad}
     assert trainable and all("lora_" in name for name in trainable)
     for name, param in policy.named_parameters():
@@ -66,19 +66,20 @@ def test_lora_trains_only_the_adapters_and_resumes(tmp_path):
     resumed = train(
         load_recipe("grpo", more), RunOptions(run_dir=tmp_path / "run", resume=True), overrides=more
     )
-    assert resumed.status == "finished" and resumed.session.step == 3
+    assert resumed.status == "finished" and resumed.session.counters.step == 3
 
 
 def test_reference_is_the_base_model_and_export_merges(tmp_path):
-    overrides = [*LORA, "trainer.total_steps=1"]
+    # no warm-up, so that step 1 moves the adapters
+    overrides = [*LORA, "trainer.total_steps=1", "actor.lr_scheduler.warmup_steps=0"]
     run = train(load_recipe("grpo", overrides), RunOptions(run_dir=tmp_path / "run"), overrides=overrides)
     s = run.session
     seq = _some_sequences(s)
     with torch.no_grad():
-        with s.reference_model() as reference:
+        with s.models.reference_model() as reference:
             ref = response_log_probs(reference, seq, 1.0)[0]
         base = response_log_probs(_base(), seq, 1.0)[0]
-        policy = response_log_probs(s.unwrapped_policy.eval(), seq, 1.0)[0]
+        policy = response_log_probs(s.models.unwrapped_policy.eval(), seq, 1.0)[0]
     mask = seq.response_mask.bool()
     torch.testing.assert_close(ref[mask], base[mask], rtol=1e-5, atol=1e-5)
     assert (policy[mask] - base[mask]).abs().max() > 1e-6  # the adapters are back on afterwards

@@ -8,9 +8,11 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import queue
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -24,20 +26,22 @@ TIMING = ("wall_time_s", "timing_s/", "perf/")  # the clock's, not the training'
 
 def _machines(command: list[str], port: int) -> list[subprocess.Popen]:
     """`command` (an rlrun command line) started as machine 0 and machine 1."""
-    return [
-        subprocess.Popen(
-            [
-                *[sys.executable, "-m", "rlrun", *command],
-                *["--num-processes", "2", "--num-machines", "2", "--machine-rank", str(rank)],
-                *["--main-process-ip", "127.0.0.1", "--main-process-port", str(port)],
-            ],
-            env=ENV,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for rank in (0, 1)
-    ]
+    return [_machine(command, port, rank) for rank in (0, 1)]
+
+
+def _machine(command: list[str], port: int, rank: int) -> subprocess.Popen:
+    """`command` started as machine `rank` of two, meeting at 127.0.0.1:`port`."""
+    return subprocess.Popen(
+        [
+            *[sys.executable, "-m", "rlrun", *command],
+            *["--num-processes", "2", "--num-machines", "2", "--machine-rank", str(rank)],
+            *["--main-process-ip", "127.0.0.1", "--main-process-port", str(port)],
+        ],
+        env=ENV,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def _returncodes(procs: list[subprocess.Popen], stderr: list[str] | None = None) -> list[int]:
@@ -102,6 +106,7 @@ def _stop(procs: list[subprocess.Popen], signalled: int, run_dir: Path, rows: in
     stderr: list[str] = []
     codes = _returncodes(procs, stderr)
     assert codes == [130 if rank == signalled else 0 for rank in (0, 1)], stderr
+    assert "rlrun: stopped by SIGTERM: the training processes ended after saving" in stderr[signalled]
     assert not [pid for tree in trees for pid in tree if Path(f"/proc/{pid}").exists()]
     meta = json.loads((run_dir / "meta.json").read_text())
     assert meta["status"] == "interrupted", (meta, trees, [err[-2000:] for err in stderr])
@@ -126,3 +131,28 @@ def test_a_signal_to_either_launcher_stops_both_machines_at_a_saved_step_and_the
     assert [r["from_step"] for r in meta["resumes"]] == [first, second]
     assert meta["resumes"][-1]["setup"]["machines"] == 2
     assert [r["step"] for r in _rows(run_dir)] == list(range(second + 2))
+
+
+@pytest.mark.slow
+def test_a_machine_waiting_for_another_says_so_and_a_signal_ends_the_wait(tmp_path):
+    """Machine 0 alone: it says early whom it waits for, where (the launcher itself is silent
+    until every machine has joined), and a SIGTERM ends the launch saying so."""
+    port = _free_port()
+    train = ["train", "grpo", *TINY, *COMMON, "--run-dir", str(tmp_path / "run")]
+    machine_0 = _machine(train, port, rank=0)
+    lines: queue.Queue[str] = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(line) for line in machine_0.stderr], daemon=True).start()
+    seen, deadline = [], time.monotonic() + 300  # the imports take a while on a loaded machine
+    while not any(f"waiting for machine 1 at 127.0.0.1:{port}" in line for line in seen):
+        assert time.monotonic() < deadline, seen
+        with contextlib.suppress(queue.Empty):
+            seen.append(lines.get(timeout=1))
+    machine_0.send_signal(signal.SIGTERM)
+    assert machine_0.wait(timeout=120) == 130
+    time.sleep(0.5)  # the reader thread takes the last lines
+    while not lines.empty():
+        seen.append(lines.get())
+    text = "".join(seen)
+    assert "SIGTERM before the training processes started: the launch ends here" in text
+    assert "Traceback" not in text
+    assert not (tmp_path / "run").exists()

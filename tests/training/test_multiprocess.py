@@ -70,15 +70,6 @@ def test_sample_counts_must_split_over_the_processes():
     assert {i.key for i in err.value.issues} == {"trainer.prompts_per_step", "actor.micro_batch_samples"}
 
 
-def test_lora_under_fsdp2_is_refused_before_the_launch():
-    lora = load_recipe("grpo", ["trainer.strategy=fsdp2", "model.lora={r: 4}"]).recipe
-    check_data_parallel(lora, 1)  # one process shards nothing
-    with pytest.raises(RecipeError) as err:
-        check_data_parallel(lora, 2)
-    assert [(i.key, i.code) for i in err.value.issues] == [("trainer.strategy", "strategy-unsupported")]
-    check_data_parallel(load_recipe("grpo", ["trainer.strategy=ddp", "model.lora={r: 4}"]).recipe, 2)
-
-
 @pytest.mark.slow
 def test_two_processes_with_half_the_batch_take_the_same_step_as_one(tmp_path, torchrun):
     """1 process, 2 under DDP and 2 under FSDP2 (every model sharded: the policy, ppo's critic,

@@ -69,24 +69,25 @@ def test_trainer_forward_calls_through_a_wrapper_and_reads_the_model_inside(rand
 @needs_bf16
 def test_autocast_log_probs_within_bf16_tolerance_and_gradients_float32():
     s = Session(load_recipe("grpo", SMALL).recipe)
-    seq = s.collector.collect(4, seed=0, timer=Timer())[0].seq
-    autocast = TrainerForward(s.policy, autocast="bfloat16", compile=False, device_type="cpu")
+    seq = s.generation.collector.collect(4, seed=0, timer=Timer())[0].seq
+    autocast = TrainerForward(s.models.policy, autocast="bfloat16", compile=False, device_type="cpu")
     with torch.no_grad():
-        exact = response_log_probs(s.policy_forward, seq, 1.0)[0]
+        exact = response_log_probs(s.models.policy_forward, seq, 1.0)[0]
     mixed = response_log_probs(autocast, seq, 1.0)[0]
     assert mixed.dtype == torch.float32
     diff = (mixed - exact).abs()[seq.response_mask.bool()]
     assert 0 < diff.mean() < BF16_MEAN_NATS and diff.max() < BF16_MAX_NATS  # 0: autocast did nothing
     (mixed * seq.response_mask).sum().backward()
-    grads = [p.grad for p in s.policy.parameters()]
+    grads = [p.grad for p in s.models.policy.parameters()]
     assert all(g is not None and g.dtype == torch.float32 and torch.isfinite(g).all() for g in grads)
 
 
 @needs_bf16
-def test_an_autocast_run_trains_and_recomputes_old_log_probs(tmp_path):
-    overrides = [*SMALL, "trainer.total_steps=2", "trainer.autocast=bfloat16"]
+def test_an_autocast_run_with_two_updates_a_step_trains_and_recomputes_old_log_probs(tmp_path):
+    # two optimizer steps a rollout: the float32 sampler's log-probs are not the autocast trainer's
+    overrides = [*SMALL, "trainer.total_steps=2", "trainer.autocast=bfloat16", "actor.mini_batch_samples=8"]
     run = train(load_recipe("grpo", overrides), RunOptions(run_dir=tmp_path / "run"), overrides=overrides)
-    assert run.status == "finished" and run.session.needs.recompute_old_log_probs
+    assert run.status == "finished" and run.session.needs.old_log_probs == "recompute"
     last = _metrics(tmp_path / "run")[-1]
     assert "timing_s/old_log_prob" in last and abs(last["actor/pg_loss"]) < 10
     assert torch.isfinite(torch.tensor(last["actor/grad_norm"]))
@@ -122,10 +123,10 @@ def test_a_compiled_run_checkpoints_plain_weight_names_and_resumes(tmp_path, one
     checkpoint = latest_checkpoint(tmp_path / "run" / "checkpoints")
     with safe_open(checkpoint / "model.safetensors", "pt") as saved:
         names = set(saved.keys())
-    assert names and names <= set(run.session.unwrapped_policy.state_dict())  # no `_orig_mod.` prefix
+    assert names and names <= set(run.session.models.unwrapped_policy.state_dict())  # no `_orig_mod.` prefix
     more = [*overrides, "trainer.total_steps=3"]
     resumed = train(
         load_recipe("grpo", more), RunOptions(run_dir=tmp_path / "run", resume=True), overrides=more
     )
-    assert resumed.status == "finished" and resumed.session.step == 3
+    assert resumed.status == "finished" and resumed.session.counters.step == 3
     assert [m["step"] for m in _metrics(tmp_path / "run")] == [0, 1, 2, 3]

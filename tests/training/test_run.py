@@ -19,7 +19,10 @@ import pytest
 import torch
 
 import rlrun.training.run as run_module
+from rlrun import interrupt
+from rlrun.interrupt import StopRequests
 from rlrun.recipes import load_recipe
+from rlrun.records.record import RunMeta
 from rlrun.training.run import Run, RunOptions, cpu_threads_for, slow_step_note, start_run
 
 REPO = str(Path(__file__).resolve().parents[2])
@@ -36,18 +39,19 @@ class _TickingClock:
 
 
 def _fake_session(recipe, warn):
+    accelerator = SimpleNamespace(
+        is_main_process=True,
+        process_index=0,
+        num_processes=1,
+        distributed_type="NO",
+        device=torch.device("cpu"),
+        mixed_precision="no",
+    )
     return SimpleNamespace(
-        accelerator=SimpleNamespace(
-            is_main_process=True,
-            process_index=0,
-            num_processes=1,
-            distributed_type="NO",
-            device=torch.device("cpu"),
-            mixed_precision="no",
-        ),
-        step=0,
-        unwrapped_policy=torch.nn.Linear(2, 2),
-        engine=None,
+        group=SimpleNamespace(accelerator=accelerator, size=1, rank=0),
+        counters=SimpleNamespace(step=0),
+        models=SimpleNamespace(unwrapped_policy=torch.nn.Linear(2, 2)),
+        generation=SimpleNamespace(engine=None),
         strategy="none",
     )
 
@@ -61,6 +65,27 @@ def test_the_default_run_name_is_chosen_once(tmp_path, monkeypatch):
     made = [p for p in tmp_path.iterdir()]
     assert made == [run.dir.path] and run.dir.path.name.startswith("dapo-20261130-0949")
     assert (run.dir.path / "recipe.yaml").is_file()
+
+
+def test_a_run_records_every_field_and_each_resume_adds_its_own(tmp_path):
+    overrides = [f"trainer.output_dir={tmp_path}", "logging.console.enabled=false"]
+    loaded = load_recipe("dapo", overrides)
+    run = start_run(loaded, RunOptions(name="r"), print, overrides, make_session=_fake_session)
+    run.close("interrupted")
+    written = json.loads((run.dir.path / "meta.json").read_text())
+    assert list(written) == ["record_version", *RunMeta.model_fields] and written["record_version"] == 2
+    unknown = {"git_sha", "git_dirty", "wandb_run_id"}  # no git checkout, no W&B: null says so
+    assert [key for key, value in written.items() if value is None and key not in unknown] == []
+    assert (written["status"], written["final_step"], written["resumes"]) == ("interrupted", 0, [])
+    assert written["setup"]["rollout_engine"] == "hf" and written["overrides"] == overrides
+
+    again = start_run(
+        loaded, RunOptions(name="r", resume=True, restart=True), print, ["x=1"], make_session=_fake_session
+    )
+    meta = again.dir.read_meta()
+    again.close("finished")
+    assert (meta.status, meta.end_time, meta.start_time) == ("running", None, written["start_time"])
+    assert [(r.from_step, r.overrides, r.setup.processes) for r in meta.resumes] == [(0, ["x=1"], 1)]
 
 
 def test_a_small_model_on_cpu_uses_one_thread_unless_the_user_chose():
@@ -84,18 +109,17 @@ def test_a_step_far_slower_than_the_runs_typical_step_is_explained():
 def _supervised_run(tmp_path):
     """A `Run` with only what `supervise` touches; records its checkpoints and final status."""
     run = Run.__new__(Run)
-    run.session = SimpleNamespace(step=4, accelerator=SimpleNamespace(num_processes=1))
-    run.stop_requested = run.stopping = run.closing = False
-    run.first_stop_signal = None
+    run.session = SimpleNamespace(counters=SimpleNamespace(step=4))
     run.main = True
     run.dir = SimpleNamespace(path=tmp_path, checkpoints=tmp_path / "checkpoints")
     run.checkpoint_due = lambda step: False
     run.said, run.saved = [], []
     run.say = run.said.append
+    run.stops = StopRequests(say=run.say)
 
     def checkpoint():
-        run.saved.append(run.session.step)
-        (run.dir.checkpoints / f"step_{run.session.step:06d}").mkdir(parents=True)
+        run.saved.append(run.session.counters.step)
+        (run.dir.checkpoints / f"step_{run.session.counters.step:06d}").mkdir(parents=True)
 
     run.checkpoint = checkpoint
     run.close = lambda status: setattr(run, "status", status)
@@ -104,8 +128,8 @@ def _supervised_run(tmp_path):
 
 def _end_step(run: Run, step: int) -> None:
     """What the training loop does when a step is done: count it, then ask whether to stop."""
-    run.session.step = step
-    run.stop_agreed()
+    run.session.counters.step = step
+    run.stops.agree()
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGUSR1])
@@ -113,12 +137,12 @@ def test_a_stop_signal_ends_the_run_at_the_step_boundary_with_a_checkpoint(tmp_p
     run = _supervised_run(tmp_path)
     with run.supervise():
         os.kill(os.getpid(), sig)  # arrives mid-step
-        assert run.stop_requested
+        assert run.stops.requested
         _end_step(run, 5)  # the loop finishes the step, agrees to stop and leaves
     assert run.status == "interrupted" and run.saved == [5]
     assert "finishing this step" in run.said[0]
     assert run.said[-1] == f"Interrupted at step 5, saved. Continue with `rlrun resume {tmp_path}`."
-    assert signal.getsignal(sig) is not run._on_stop_signal  # the previous handler is back
+    assert signal.getsignal(sig) is not run.stops._on_stop_signal  # the previous handler is back
 
 
 def test_a_second_signal_stops_at_once_and_saves_no_half_done_step(tmp_path):
@@ -126,18 +150,18 @@ def test_a_second_signal_stops_at_once_and_saves_no_half_done_step(tmp_path):
     with run.supervise():
         os.kill(os.getpid(), signal.SIGTERM)
         os.kill(os.getpid(), signal.SIGINT)  # still inside step 5: its updates are half applied
-        run.session.step = 5  # never reached
+        run.session.counters.step = 5  # never reached
     assert run.status == "interrupted" and run.saved == []  # before the fix: step 4's label on half of step 5
 
 
 def test_after_a_second_signal_the_console_names_the_checkpoint_resume_continues_from(tmp_path):
     """Step 6 done, the last checkpoint step 5: the console said "Interrupted at step 6"."""
     run = _supervised_run(tmp_path / "my run; $HOME")
-    run.session.step = 5
+    run.session.counters.step = 5
     run.checkpoint()
     run.saved.clear()
     with run.supervise():
-        run.session.step = 6
+        run.session.counters.step = 6
         os.kill(os.getpid(), signal.SIGTERM)
         os.kill(os.getpid(), signal.SIGINT)  # inside step 7
     assert run.saved == []
@@ -168,13 +192,13 @@ def test_the_same_signal_twice_at_once_is_one_request(tmp_path):
 
 
 def test_the_same_signal_again_after_a_moment_stops_at_once(tmp_path, monkeypatch):
-    monkeypatch.setattr(run_module, "DUPLICATE_SIGNAL_S", 0.05)
+    monkeypatch.setattr(interrupt, "DUPLICATE_SIGNAL_S", 0.05)
     run = _supervised_run(tmp_path)
     with run.supervise():
         os.kill(os.getpid(), signal.SIGINT)
         time.sleep(0.5)  # the moment passes
         os.kill(os.getpid(), signal.SIGINT)
-        run.session.step = 5  # never reached
+        run.session.counters.step = 5  # never reached
     assert run.status == "interrupted" and run.saved == []
     assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
 
@@ -184,7 +208,7 @@ def test_a_duplicate_that_waits_behind_a_long_computation_is_still_one_request(t
     return to Python for longer (a collective waiting for a slower process): a handler run after
     that call took it for a second request, and the process stopped mid-step alone (its peer then
     waited for ever: a CI hang)."""
-    monkeypatch.setattr(run_module, "DUPLICATE_SIGNAL_S", 0.1)
+    monkeypatch.setattr(interrupt, "DUPLICATE_SIGNAL_S", 0.1)
     a, b = torch.randn(2500, 2500), torch.randn(2500, 2500)
     run = _supervised_run(tmp_path)
     with run.supervise():
@@ -219,7 +243,7 @@ def test_a_signal_handled_during_the_stop_agreement_is_agreed_on_at_the_next_ste
     says "go on" (nobody had asked yet), and the request must stand for the next step: it was
     overwritten with the answer and lost, and the run trained on to its end (two CI failures)."""
     run = _supervised_run(tmp_path)
-    run.session.accelerator = SimpleNamespace(num_processes=2, device="cpu")
+    run.stops = StopRequests(processes=2, device="cpu", say=run.say)
     flags = []
 
     def all_reduce(flag, op):  # the other process asks nothing: the maximum is this one's flag
@@ -230,7 +254,7 @@ def test_a_signal_handled_during_the_stop_agreement_is_agreed_on_at_the_next_ste
     monkeypatch.setattr(torch.distributed, "all_reduce", all_reduce)
     with run.supervise():
         _end_step(run, 4)
-        assert not run.stopping and run.stop_requested
+        assert not run.stops.stopping and run.stops.requested
         _end_step(run, 5)
     assert flags == [0.0, 1.0]
     assert run.status == "interrupted" and run.saved == [5]
@@ -346,8 +370,6 @@ def test_a_run_that_fails_while_loading_leaves_no_directory(tmp_path):
 
 
 def test_an_interrupt_a_library_swallowed_still_stops_the_run_before_it_starts(tmp_path, monkeypatch):
-    from rlrun import interrupt
-
     monkeypatch.setattr(interrupt, "_requested", True)  # Ctrl-C came, its KeyboardInterrupt got lost
     overrides = [f"trainer.output_dir={tmp_path / 'runs'}"]
     with pytest.raises(KeyboardInterrupt):
