@@ -49,6 +49,7 @@ from build_tiny_models import (
     save_tokenizer,
 )
 
+from rlrun.agents.calculator import calculator
 from rlrun.facts.machine import numerics
 from rlrun.rollout import ROLLOUT_ENGINES, SamplingParams
 from rlrun.tasks.arithmetic import ArithmeticTask
@@ -188,17 +189,6 @@ def run_call(text: str, tools: dict[str, Callable[..., Any]]) -> str:
         return str(tools[node.func.id](*args, **kwargs))
     except Exception as err:  # noqa: BLE001 - the model's mistakes and the tool's errors are what it sees
         return f"error: {err}"
-
-
-def calculator(expression: str) -> str:
-    """The product (or sum, difference) of two integers, exactly: ``rlrun:calculator``'s answer
-    for the expressions this task asks for."""
-    node = ast.parse(expression, mode="eval").body
-    operations = {ast.Mult: int.__mul__, ast.Add: int.__add__, ast.Sub: int.__sub__}
-    if not (isinstance(node, ast.BinOp) and type(node.op) in operations):
-        raise ValueError(f"not a product, sum or difference of two integers: {expression}")
-    left, right = ast.literal_eval(node.left), ast.literal_eval(node.right)
-    return str(operations[type(node.op)](int(left), int(right)))
 
 
 def run_episodes(
