@@ -14,10 +14,10 @@ The calculator episodes first all call the tool, until the model writes calls an
 results (copying is what it learns slowest); then a quarter do. The first checkpoint after that
 (checked every ``--eval-every`` steps) whose measured behaviour is in its bands (calls written
 right and results copied, a calling share near the data's, guesses inside the interval, most
-games not yet won) becomes ``tiny-agent``. Behaviour is measured with the hf engine turn by turn
-(``engine.conversation``) by a small episode loop below that follows the plain format (the episode
-runner of ``rlrun.rollout`` was not there to use when this was written); the figures go to
-``build_info.json``. Deterministic on CPU for a given seed, thread count, libraries and CPU kernels.
+games not yet won) becomes ``tiny-agent``. Behaviour is measured on episodes run as training runs
+them (``rlrun.rollout.episodes`` over the hf engine, an ``agent`` section in the plain format with
+``rlrun:calculator`` or the ``GuessNumber`` environment); the figures go to ``build_info.json``.
+Deterministic on CPU for a given seed, thread count, libraries and CPU kernels.
 
     python scripts/build_tiny_agent.py                  # into rlrun/embedded/models/tiny-agent
     python scripts/build_tiny_agent.py --out /tmp/agent # elsewhere
@@ -26,12 +26,9 @@ runner of ``rlrun.rollout`` was not there to use when this was written); the fig
 from __future__ import annotations
 
 import argparse
-import ast
 import json
-import re
 import sys
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -49,12 +46,15 @@ from build_tiny_models import (
     save_tokenizer,
 )
 
-from rlrun.agents.calculator import calculator
+from rlrun.agents import AgentSpec, build_agent
 from rlrun.facts.machine import numerics
 from rlrun.rollout import ROLLOUT_ENGINES, SamplingParams
+from rlrun.rollout.episodes import FINISH_ANSWERED, EpisodePrompts, run_episodes
+from rlrun.schema.agent import Agent
 from rlrun.tasks.arithmetic import ArithmeticTask
-from rlrun.tasks.guess_number import CORRECT, GAME_OVER, HIGHER, GuessNumber, GuessNumberTask
+from rlrun.tasks.guess_number import CORRECT, GAME_OVER, HIGHER, LOWER, GuessNumber, GuessNumberTask
 
+ENVIRONMENT = "rlrun.tasks.guess_number:GuessNumber"  # agent.environment of the guessing games
 FORMAT_TOKENS = ("<call>", "</call>", "<result>", "</result>")
 # Added as whole tokens too, so that transformers 5.x's byte-level pre-tokenizer keeps them.
 WHITESPACE = (" ", "\n")
@@ -78,11 +78,11 @@ COPYING = ("calls_written_right", "results_copied")  # what the calculator episo
 
 @dataclass
 class Episode:
-    """What the model did: its turns (text, EOS dropped), each call with its result, and its
-    final answer (the last turn, which called nothing; None when the turns or context ran out)."""
+    """What the model did: each call (as the runner shows it: name, args, arguments; or the
+    text and error of one it could not read) with the result it saw, and its final answer (the
+    turn without a call; None when the turns or the episode's room ran out first)."""
 
-    turns: list[str] = field(default_factory=list)
-    calls: list[tuple[str, str]] = field(default_factory=list)
+    calls: list[tuple[dict[str, Any], str]] = field(default_factory=list)
     final: str | None = None
 
 
@@ -171,78 +171,56 @@ def training_sets(
     }
 
 
-# ---- measuring: episodes in the plain format ----------------------------------------------------
-
-CALL = re.compile(r"<call>(.*?)</call>", re.DOTALL)
+# ---- measuring: episodes as rlrun trains on them ------------------------------------------------
 
 
-def run_call(text: str, tools: dict[str, Callable[..., Any]]) -> str:
-    """A call's result text: ``NAME(ARGS)`` with literal arguments, parsed (never evaluated)."""
-    try:
-        node = ast.parse(text, mode="eval").body
-        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)):
-            raise TypeError(f"not a call of a tool by name: {text}")
-        if node.func.id not in tools:
-            raise ValueError(f"unknown tool {node.func.id}")
-        args = [ast.literal_eval(a) for a in node.args]
-        kwargs = {k.arg: ast.literal_eval(k.value) for k in node.keywords}
-        return str(tools[node.func.id](*args, **kwargs))
-    except Exception as err:  # noqa: BLE001 - the model's mistakes and the tool's errors are what it sees
-        return f"error: {err}"
+def agent_spec(tokenizer: PreTrainedTokenizerFast, **section: Any) -> AgentSpec:
+    """The runner's spec of an `agent` section in the plain format with these tools or this
+    environment (none: every call is an unknown tool's error)."""
+    settings = Agent(enabled=True, max_turns=MAX_TURNS, max_turn_tokens=MAX_TURN_TOKENS, **section)
+    return build_agent(settings, tokenizer=tokenizer)
 
 
-def run_episodes(
-    engine: Any,
-    tokenizer: PreTrainedTokenizerFast,
-    prompts: list[str],
-    tools: list[dict[str, Callable[..., Any]]],
-    seed: int,
-) -> list[Episode]:
-    """Each prompt's episode, all rows turn by turn: sample a turn (to EOS), run its calls, append
-    ``<result>TEXT</result>`` for each; a turn without a call ends the episode."""
-    prompt_ids = [tokenizer(p)["input_ids"] for p in prompts]
-    room = MAX_POSITIONS - max(len(p) for p in prompt_ids)
-    conversation = engine.conversation(prompt_ids, 1, max_tokens=room)
-    lengths = [len(p) for p in prompt_ids]
-    episodes = [Episode() for _ in prompts]
-    active = list(range(len(prompts)))
-    for turn in range(MAX_TURNS):
-        active = [r for r in active if lengths[r] + MAX_TURN_TOKENS <= MAX_POSITIONS]
-        if not active:
-            break
-        batch = conversation.sample(active, SamplingParams(max_tokens=MAX_TURN_TOKENS, seed=seed + turn))
-        going, results = [], []
-        for row, ids, mask in zip(active, batch.response_ids.tolist(), batch.response_mask.tolist()):
-            sampled = [i for i, m in zip(ids, mask) if m]
-            lengths[row] += len(sampled)
-            text = tokenizer.decode([i for i in sampled if i != tokenizer.eos_token_id])
-            episodes[row].turns.append(text)
-            calls = CALL.findall(text)
-            if not calls:
-                episodes[row].final = text
-                continue
-            answers = [run_call(call, tools[row]) for call in calls]
-            episodes[row].calls += list(zip(calls, answers))
-            observation = tokenizer.encode(
-                "".join(f"<result>{a}</result>" for a in answers), add_special_tokens=False
-            )
-            if lengths[row] + len(observation) <= MAX_POSITIONS:
-                going.append(row)
-                results.append(observation)
-                lengths[row] += len(observation)
-        conversation.append(going, results)
-        active = going
-    conversation.close()
-    return episodes
+def play(
+    engine: Any, tokenizer: PreTrainedTokenizerFast, rows: list[dict], agent: AgentSpec, seed: int
+) -> tuple[list[Episode], list[float | None]]:
+    """Each row's episode run by ``rlrun.rollout.episodes`` (the row's columns go to the
+    environment's ``reset``), and the environment's final rewards."""
+    prompts = EpisodePrompts(
+        ids=[tokenizer(row["prompt"])["input_ids"] for row in rows],
+        texts=[row["prompt"] for row in rows],
+        columns={key: [row[key] for row in rows] for key in rows[0]},
+    )
+    room = MAX_POSITIONS - max(len(ids) for ids in prompts.ids)
+    batch = run_episodes(
+        lambda ids, max_tokens: engine.conversation(ids, 1, max_tokens=max_tokens),
+        prompts,
+        agent=agent,
+        sampling=SamplingParams(max_tokens=room, seed=seed),
+        env_seeds=[seed] * len(rows),
+    )
+    episodes = [
+        _episode(transcript, finish == FINISH_ANSWERED)
+        for transcript, finish in zip(batch.transcripts, batch.finish_reasons)
+    ]
+    return episodes, batch.final_rewards
+
+
+def _episode(transcript: list[dict[str, Any]], answered: bool) -> Episode:
+    turns = [m for m in transcript if m["role"] == "assistant"]
+    calls = [call for turn in turns for call in turn.get("tool_calls", [])]
+    results = [
+        f"error: {m['error']}" if "error" in m else m["content"] for m in transcript if m["role"] == "tool"
+    ]
+    return Episode(list(zip(calls, results)), turns[-1]["content"] if answered else None)
 
 
 def calculator_figures(
     engine: Any, tokenizer: PreTrainedTokenizerFast, records: list[dict], seed: int, alone: bool
 ) -> dict:
-    """How the model meets ``records`` with the calculator, and (``alone``) without it: its calls
-    then fail."""
-    prompts = [r["prompt"] for r in records]
-    episodes = run_episodes(engine, tokenizer, prompts, [{"calculator": calculator}] * len(records), seed)
+    """How the model meets ``records`` with ``rlrun:calculator``, and (``alone``) without it: its
+    calls then fail."""
+    episodes, _ = play(engine, tokenizer, records, agent_spec(tokenizer, tools=["rlrun:calculator"]), seed)
     called = [(e, r) for e, r in zip(episodes, records) if e.calls]
     direct = [(e, r) for e, r in zip(episodes, records) if not e.calls]
     answered = [e for e, _ in called if not e.calls[-1][1].startswith("error:")]
@@ -251,13 +229,14 @@ def calculator_figures(
         "success": _share(e.final == r["answer"] for e, r in zip(episodes, records)),
         "call_rate": len(called) / len(records),
         "calls_written_right": _share(
-            e.calls[0][0] == f'calculator("{r["prompt"].removesuffix("=")}")' for e, r in called
+            e.calls[0][0] == {"name": "calculator", "args": [r["prompt"].removesuffix("=")], "arguments": {}}
+            for e, r in called
         ),
         "results_copied": _share(e.final == e.calls[-1][1] for e in answered),
         "direct_accuracy": _share(e.final == r["answer"] for e, r in direct),
     }
     if alone:
-        without = run_episodes(engine, tokenizer, prompts, [{}] * len(records), seed)
+        without, _ = play(engine, tokenizer, records, agent_spec(tokenizer), seed)
         figures["success_without_tool"] = _share(e.final == r["answer"] for e, r in zip(without, records))
     return figures
 
@@ -267,12 +246,8 @@ def guess_figures(
 ) -> dict:
     """``samples`` games per row against ``GuessNumber``, and (``alone``) as many without it."""
     rows = [row for row in rows for _ in range(samples)]
-    games = [GuessNumber() for _ in rows]
-    for game, row in zip(games, rows):
-        game.reset(**row)
-    prompts = [row["prompt"] for row in rows]
-    episodes = run_episodes(engine, tokenizer, prompts, [{"guess": g.guess} for g in games], seed)
-    won = [(e, r, g) for e, r, g in zip(episodes, rows, games) if g.get_reward() > 0]
+    episodes, rewards = play(engine, tokenizer, rows, agent_spec(tokenizer, environment=ENVIRONMENT), seed)
+    won = [(e, r) for e, r, reward in zip(episodes, rows, rewards) if reward]
     legal, first_mid, bisected = [], [], []
     for episode, row in zip(episodes, rows):
         low, high, mids = row["low"], row["high"], []
@@ -280,29 +255,32 @@ def guess_figures(
             number = _guessed(call)
             legal.append(number is not None and low <= number <= high)
             mids.append(number == (low + high) // 2)
-            if answer in ("higher", "lower") and number is not None:
+            if answer in (HIGHER, LOWER) and number is not None:
                 low, high = (max(low, number + 1), high) if answer == HIGHER else (low, min(high, number - 1))
         first_mid.append(bool(mids) and mids[0])
         bisected.append(bool(mids) and all(mids))
     figures = {
         "episodes": len(rows),
         "success": len(won) / len(rows),
-        "mean_reward": float(np.mean([g.get_reward() for g in games])),
-        "guesses_when_won": float(np.mean([len(e.calls) for e, _, _ in won])) if won else None,
+        "mean_reward": float(np.mean(rewards)),
+        "guesses_when_won": float(np.mean([len(e.calls) for e, _ in won])) if won else None,
         "legal_guesses": _share(legal),
         "first_guess_mid": _share(first_mid),
         "bisected": _share(bisected),
-        "secret_said": _share(e.final == r["answer"] for e, r, _ in won),
+        "secret_said": _share(e.final == r["answer"] for e, r in won),
     }
     if alone:
-        without = run_episodes(engine, tokenizer, prompts, [{}] * len(rows), seed)
+        without, _ = play(engine, tokenizer, rows, agent_spec(tokenizer), seed)
         figures["success_without_environment"] = _share(e.final == r["answer"] for e, r in zip(without, rows))
     return figures
 
 
-def _guessed(call: str) -> int | None:
-    match = re.fullmatch(r"guess\((\d+)\)", call)
-    return int(match[1]) if match else None
+def _guessed(call: dict[str, Any]) -> int | None:
+    """The number a call of ``guess`` names (None for any other call or argument)."""
+    if call.get("name") != "guess":
+        return None
+    number = call["args"][0] if call["args"] else call["arguments"].get("number")
+    return number if isinstance(number, int) and not isinstance(number, bool) else None
 
 
 def _share(flags: Any) -> float:

@@ -12,8 +12,6 @@ import numpy as np
 import pytest
 from transformers import AutoTokenizer
 
-from rlrun.tasks.guess_number import GuessNumber
-
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "build_tiny_agent.py"
 FORMAT_TOKENS = ("<call>", "</call>", "<result>", "</result>")
 # A solved calculator episode as the runner lays it out: prompt, the model's turn, the result,
@@ -114,15 +112,40 @@ def test_encoded_episodes_train_on_the_model_turns_only(built_tok):
     assert tok.decode(ids[0]) == '<bos>1*2=<call>calculator("1*2")</call><eos><result>2</result>2<eos>'
 
 
-def test_the_measuring_loop_runs_calls_as_the_plain_format_says():
+def test_calls_are_read_from_the_runners_transcripts():
+    """What the measurements count: the calls and results of ``rlrun.rollout.episodes``'s
+    transcript, and the final answer only when the model ended the episode."""
     build = build_script()
-    game = GuessNumber()
-    game.reset(secret=3, low=1, high=5, max_guesses=3)
-    tools = {"calculator": build.calculator, "guess": game.guess}
-    assert build.run_call('calculator("123*45")', tools) == "5535"
-    assert build.run_call("guess(number=2)", tools) == "higher"
-    assert build.run_call("guess(9)", tools) == "error: 9 is outside 1 to 5"
-    assert build.run_call("guess(", tools).startswith("error: ")
-    assert build.run_call("search('x')", tools) == "error: unknown tool search"
-    assert build.run_call("guess(int('3'))", tools).startswith("error: ")  # literals only, never evaluated
-    assert build.run_call('calculator("2**8")', tools) == "256"  # rlrun:calculator itself
+    transcript = [
+        {"role": "user", "content": "Guess a number from 1 to 63."},
+        {"role": "assistant", "content": "<call>guess(32)</call>", "tool_calls": [_call("guess", [32])]},
+        {"role": "tool", "name": "guess", "content": "lower"},
+        {
+            "role": "assistant",
+            "content": "<call>guess(number=9)</call>",
+            "tool_calls": [_call("guess", [], 9)],
+        },
+        {
+            "role": "tool",
+            "name": "guess",
+            "content": "",
+            "error": "9 is outside 1 to 5",
+            "error_kind": "raised",
+        },
+        {"role": "assistant", "content": "9"},
+    ]
+    episode = build._episode(transcript, answered=True)
+    assert episode.calls == [
+        (_call("guess", [32]), "lower"),
+        (_call("guess", [], 9), "error: 9 is outside 1 to 5"),
+    ]
+    assert episode.final == "9"
+    assert build._episode(transcript, answered=False).final is None
+    assert [build._guessed(call) for call, _ in episode.calls] == [32, 9]
+    assert build._guessed(_call("guess", ["32"])) is None  # not an integer
+    assert build._guessed(_call("calculator", [32])) is None
+    assert build._guessed({"text": "<call>guess(</call>", "error": "not a call NAME(ARGS)"}) is None
+
+
+def _call(name, args, number=None):
+    return {"name": name, "args": args, "arguments": {} if number is None else {"number": number}}
