@@ -137,6 +137,13 @@ def test_encoded_episodes_train_on_the_model_turns_only(built_tok):
     assert ids.shape == (1, 5 + 20 + 3 + 2) and attention.all()
     assert loss_mask[0].tolist() == [0] * 5 + [1] * 20 + [0] * 3 + [1] * 2
     assert tok.decode(ids[0]) == '<bos>1*2=<call>calculator("1*2")</call><eos><result>2</result>2<eos>'
+    answer_ids, _, answer_mask = build.encode_episodes(
+        tok,
+        ["1*2="],
+        [build.calculator_episode({"prompt": "1*2=", "answer": "2"}, calls=True)],
+        answer_only=True,
+    )
+    assert answer_ids.equal(ids) and answer_mask[0].tolist() == [0] * 28 + [1] * 2  # the copied answer only
 
 
 def test_calls_are_read_from_the_runners_transcripts():
