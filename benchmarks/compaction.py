@@ -35,6 +35,12 @@ def main() -> None:
     parser.add_argument("--pairs", type=int, default=2)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--chat", action="store_true", help="wrap prompts in the tokenizer's chat template")
+    parser.add_argument(
+        "--fraction",
+        type=float,
+        default=0.25,
+        help="compaction on: once this fraction of the batch has ended",
+    )
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     tokenizer = load_tokenizer(args.model)
@@ -42,7 +48,7 @@ def main() -> None:
     prompt_ids = arithmetic_prompt_ids(tokenizer, args.prompts, chat=args.chat)
     sampling = SamplingParams(n=args.n, max_tokens=args.max_tokens, seed=0)
     engines = {
-        "on": ROLLOUT_ENGINES.get("hf")(model, tokenizer),
+        "on": ROLLOUT_ENGINES.get("hf")(model, tokenizer, compact_ended_fraction=args.fraction),
         "off": ROLLOUT_ENGINES.get("hf")(model, tokenizer, compact_ended_fraction=OFF),
     }
     engines["on"].generate(prompt_ids, sampling)  # warm-up: first-call allocations and caches
@@ -56,7 +62,8 @@ def main() -> None:
             lengths = batch.response_lengths.float()
     print(
         f"model {args.model} ({resolve_model_path(args.model)}), {args.prompts} prompts x {args.n}, "
-        f"max {args.max_tokens} tokens, {args.threads} thread(s), {args.pairs} ABBA pair(s)"
+        f"max {args.max_tokens} tokens, {args.threads} thread(s), {args.pairs} ABBA pair(s), "
+        f"compaction on at {args.fraction} of the batch ended"
     )
     print(f"response length: mean {lengths.mean():.1f}, min {lengths.min():.0f}, max {lengths.max():.0f}")
     for side, values in times.items():
@@ -81,6 +88,14 @@ def arithmetic_prompt_ids(tokenizer: PreTrainedTokenizerBase, count: int, *, cha
             for t in texts
         ]
     return tokenizer(texts, add_special_tokens=False)["input_ids"]
+
+
+def point_prompts(tokenizer: PreTrainedTokenizerBase, count: int) -> list[list[int]]:
+    """Held-out 2-digit additions: in the chat template, worded as `real/grpo_smollm2` words
+    them, for a chat model; as the arithmetic task writes them (`12+34=`) for the tiny models."""
+    if tokenizer.chat_template:
+        return arithmetic_prompt_ids(tokenizer, count, chat=True)
+    return tokenizer([r["prompt"] for r in ArithmeticTask(digits=2).validation(count)])["input_ids"]
 
 
 if __name__ == "__main__":

@@ -12,25 +12,40 @@ products at the model's own GEMM shapes (the update's median rows per call), FLO
 the model uses them, plus one large square product; measured before and after the steps.
 
     python benchmarks/roofline.py [--recipe real/grpo_smollm2] [--steps 4] [--threads 1] [--profile]
+
+The generation phase (`--phase generation`): the hf engine's `generate` alone at scaling points
+`TOKENSxNxPROMPTS` (as benchmarks/scaling.py names them, responses held at the budget), against
+its bound: for the prefill and for each decode step, the larger of streaming the weights at this
+machine's measured read bandwidth and the step's matmul FLOPs at the measured forward matmul rate
+(the model's own GEMM shapes at the step's rows), plus attention over the cache (its keys and
+values read at the measured bandwidth, or its FLOPs at the matmul rate, the larger). Sampling
+over the vocabulary is not in the bound: it is the overhead the bound leaves out.
+
+    python benchmarks/roofline.py --phase generation [--points 32x4x8,128x16x8] [--threads 2] \
+        [--compare-dynamic] [--profile]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import time
 from collections import Counter
 from contextlib import contextmanager
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
 
 import torch
-from torch.profiler import ProfilerActivity, profile
+from compaction import point_prompts
+from torch.profiler import ProfilerActivity, profile, record_function
 from torch.utils.flop_counter import FlopCounterMode
 
 from rlrun.recipes import load_recipe
+from rlrun.rollout import ROLLOUT_ENGINES, SamplingParams
 from rlrun.training import loop
+from rlrun.training.models import load_causal_lm, load_tokenizer
 from rlrun.training.session import Session
 from rlrun.training.stages import Pipeline
 
@@ -94,18 +109,17 @@ class UpdateFlops:
         self.call_tokens.append(rows * length)
 
 
-def matmul_rate(shapes: Counter, rows: int, seconds: float = 0.3) -> float:
-    """FLOP/s of forward and both backward products of every (in, out) linear shape at `rows`
-    rows, weighted by how many such layers the model has."""
+def matmul_rate(shapes: Counter, rows: int, seconds: float = 0.3, *, backward: bool = True) -> float:
+    """FLOP/s of forward and (with `backward`) both backward products of every (in, out) linear
+    shape at `rows` rows, weighted by how many such layers the model has."""
     flops = elapsed = 0.0
     for (fan_in, fan_out), count in shapes.items():
         x, w, g = torch.randn(rows, fan_in), torch.randn(fan_out, fan_in), torch.randn(rows, fan_out)
-        for product in (
-            partial(torch.nn.functional.linear, x, w),
-            partial(torch.mm, g, w),
-            partial(torch.mm, g.t(), x),
-        ):
-            per_call = _seconds_per_call(product, seconds / 3)
+        products = [partial(torch.nn.functional.linear, x, w)]
+        if backward:
+            products += [partial(torch.mm, g, w), partial(torch.mm, g.t(), x)]
+        for product in products:
+            per_call = _seconds_per_call(product, seconds / len(products))
             flops += count * 2 * rows * fan_in * fan_out
             elapsed += count * per_call
     return flops / elapsed
@@ -189,7 +203,11 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=torch.get_num_threads())
     parser.add_argument("--profile", action="store_true", help="profile the update of one more step")
     parser.add_argument("overrides", nargs="*", help="recipe overrides, as for rlrun train")
+    add_generation_arguments(parser)
     args = parser.parse_args()
+    if args.phase == "generation":
+        generation_phase(args)
+        return
     torch.set_num_threads(args.threads)
     recipe = load_recipe(args.recipe, [*QUIET, *args.overrides]).recipe
     s = Session(recipe)
@@ -253,6 +271,210 @@ def main() -> None:
     )
     if profiled is not None:
         print("\n" + profile_table(profiled))
+
+
+GENERATION_POINTS = "32x4x8,32x16x8,128x4x8,128x16x8,128x4x32,512x4x8"
+
+
+def add_generation_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--phase", choices=("update", "generation"), default="update")
+    parser.add_argument("--model", default="rlrun:smollm2-135m-instruct", help="generation: the model")
+    parser.add_argument(
+        "--points", default=GENERATION_POINTS, help="generation: TOKENSxNxPROMPTS, comma-separated"
+    )
+    parser.add_argument(
+        "--repeats", type=int, default=2, help="generation: timed calls a point (after a warm-up)"
+    )
+    parser.add_argument(
+        "--compare-dynamic",
+        action="store_true",
+        help="generation: also time transformers' DynamicCache (the fallback), A B B A with the preallocated cache",
+    )
+
+
+@dataclass(frozen=True)
+class Machine:
+    """This machine's rates at the run's thread count: bytes/s of a streaming read, and forward
+    matmul FLOP/s at the model's linear shapes per number of rows (measured when first asked)."""
+
+    read_bytes_per_s: float
+    shapes: Counter
+    rates: dict[int, float]
+
+    def matmul(self, rows: int) -> float:
+        if rows not in self.rates:
+            self.rates[rows] = matmul_rate(self.shapes, rows, backward=False)
+        return self.rates[rows]
+
+
+def read_rate(megabytes: int = 512) -> float:
+    """Bytes/s of summing a float32 tensor too large for any cache."""
+    x = torch.ones(megabytes * 2**20 // 4)
+    return x.numel() * 4 / _seconds_per_call(x.sum, 0.5)
+
+
+@dataclass(frozen=True)
+class DecodeShape:
+    """What one generation at a point moves and computes, from the model's shapes."""
+
+    weight_bytes: float  # every parameter once (tied embeddings once)
+    body_flops_per_token: float  # 2 x the linear weights but the LM head's
+    head_flops_per_token: float  # 2 x the LM head's weights (the prefill keeps one position's logits)
+    kv_bytes_per_token: float  # keys and values of one token, all layers
+    attention_flops_per_key: float  # QK^T and AV for one query and one key, all layers
+
+    @classmethod
+    def of(cls, model: torch.nn.Module) -> DecodeShape:
+        cfg = model.config
+        heads, layers = cfg.num_attention_heads, cfg.num_hidden_layers
+        head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // heads
+        kv_heads = getattr(cfg, "num_key_value_heads", None) or heads
+        size = next(model.parameters()).element_size()
+        head = model.get_output_embeddings()
+        body = sum(
+            m.weight.numel() for m in model.modules() if isinstance(m, torch.nn.Linear) and m is not head
+        )
+        return cls(
+            weight_bytes=sum(p.numel() for p in model.parameters()) * size,
+            body_flops_per_token=2 * body,
+            head_flops_per_token=2 * head.weight.numel(),
+            kv_bytes_per_token=2 * layers * kv_heads * head_dim * size,
+            attention_flops_per_key=2 * 2 * heads * head_dim * layers,
+        )
+
+    def bound(
+        self, machine: Machine, *, prompts: int, prompt_tokens: float, rows: int, tokens: int
+    ) -> dict[str, float]:
+        """Seconds: the prefill (each prompt once), then tokens - 1 decode steps over `rows`
+        rows whose context grows from the prompt; split into weights, matmuls and attention."""
+        prefill_tokens = prompts * prompt_tokens
+        weights = self.weight_bytes / machine.read_bytes_per_s
+        parts = {"weights": 0.0, "matmul": 0.0, "attention": 0.0}
+
+        def add(flops: float, attention_flops: float, kv_bytes: float, matmul_rows: int) -> None:
+            matmul = flops / machine.matmul(matmul_rows)
+            parts["weights" if weights >= matmul else "matmul"] += max(weights, matmul)
+            attention = attention_flops / machine.matmul(matmul_rows)
+            parts["attention"] += max(kv_bytes / machine.read_bytes_per_s, attention)
+
+        add(
+            self.body_flops_per_token * prefill_tokens + self.head_flops_per_token * prompts,
+            self.attention_flops_per_key * prompts * prompt_tokens * (prompt_tokens + 1) / 2,
+            self.kv_bytes_per_token * prefill_tokens,
+            max(1, round(prefill_tokens)),
+        )
+        for step in range(1, tokens):
+            context = prompt_tokens + step
+            add(
+                (self.body_flops_per_token + self.head_flops_per_token) * rows,
+                self.attention_flops_per_key * rows * context,
+                self.kv_bytes_per_token * rows * context,
+                rows,
+            )
+        return parts
+
+
+def generation_phase(args: argparse.Namespace) -> None:
+    """The hf engine's generation at each point against its bound (see the module docstring)."""
+    torch.set_num_threads(args.threads)
+    tokenizer = load_tokenizer(args.model)
+    model = load_causal_lm(args.model, trainable=False)
+    shape = DecodeShape.of(model)
+    machine = Machine(read_rate(), linear_shapes(model), {})
+    engines = {"preallocated": ROLLOUT_ENGINES.get("hf")(model, tokenizer)}
+    if args.compare_dynamic:
+        engines["dynamic"] = ROLLOUT_ENGINES.get("hf")(model, tokenizer, preallocate=False)
+    print(
+        f"model {args.model}: {sum(p.numel() for p in model.parameters()) / 1e6:.1f} M parameters; threads {args.threads}"
+    )
+    print(f"read bandwidth {machine.read_bytes_per_s / 1e9:.1f} GB/s; torch {torch.__version__}")
+    print(
+        "\n| point | rows | prompt tokens | measured s | bound s | measured / bound | bound: weights / matmul / "
+        "attention s | completion tok/s | matmul GFLOP/s at the rows | load |"
+    )
+    print("|---|---:|---:|---:|---:|---:|---|---:|---:|---|")
+    for point in args.points.split(","):
+        tokens, n, prompts = (int(x) for x in point.lower().split("x"))
+        prompt_ids = point_prompts(tokenizer, prompts)
+        sampling = SamplingParams(n=n, max_tokens=tokens, min_tokens=tokens, seed=0)
+        engines["preallocated"].generate(prompt_ids, SamplingParams(n=n, max_tokens=2, seed=0))  # warm-up
+        load = os.getloadavg()[0]
+        runs = time_sides(engines, prompt_ids, sampling, args.repeats)
+        rows = n * prompts
+        prompt_tokens = statistics.fmean(len(p) for p in prompt_ids)
+        parts = shape.bound(machine, prompts=prompts, prompt_tokens=prompt_tokens, rows=rows, tokens=tokens)
+        bound, measured = sum(parts.values()), statistics.median(w for w, _ in runs["preallocated"])
+        print(
+            f"| {point} | {rows} | {prompt_tokens:.0f} | {measured:.2f} | {bound:.2f} | {measured / bound:.2f}x "
+            f"| {parts['weights']:.2f} / {parts['matmul']:.2f} / {parts['attention']:.2f} | {rows * tokens / measured:,.0f} "
+            f"| {machine.matmul(rows) / 1e9:.1f} | {load:.1f} -> {os.getloadavg()[0]:.1f} |",
+            flush=True,
+        )
+        if "dynamic" in runs:
+            dynamic = statistics.median(w for w, _ in runs["dynamic"])
+            cpu = statistics.median(c for _, c in runs["dynamic"]) / statistics.median(
+                c for _, c in runs["preallocated"]
+            )
+            print(
+                f"|   DynamicCache (fallback) | | | {dynamic:.2f} | | {dynamic / bound:.2f}x "
+                f"| dynamic / preallocated: wall {dynamic / measured:.2f}x, CPU time {cpu:.2f}x | | | |"
+            )
+        print(
+            "  runs, wall / CPU s: "
+            + "; ".join(f"{k} " + ", ".join(f"{w:.2f} / {c:.2f}" for w, c in v) for k, v in runs.items())
+        )
+    if args.profile:
+        print("\n" + generation_profile(engines["preallocated"], prompt_ids, sampling))
+
+
+def time_sides(
+    engines: dict, prompt_ids: list[list[int]], sampling: SamplingParams, repeats: int
+) -> dict[str, list[tuple[float, float]]]:
+    """Wall and CPU seconds of each engine's `generate`, `repeats` times, in A B B A order (on a
+    shared machine CPU time moves less with the load than wall time)."""
+    names = list(engines)
+    pattern = names + names[::-1]  # A B B A (with one engine: A A)
+    order = [pattern[i % len(pattern)] for i in range(len(names) * repeats)]
+    runs: dict[str, list[tuple[float, float]]] = {name: [] for name in names}
+    for name in order:
+        wall, cpu = time.perf_counter(), time.process_time()
+        engines[name].generate(prompt_ids, sampling)
+        runs[name].append((time.perf_counter() - wall, time.process_time() - cpu))
+    return runs
+
+
+def generation_profile(engine: Any, prompt_ids: list[list[int]], sampling: SamplingParams) -> str:
+    """Self CPU time of one more `generate` call, by op group (as the update's profile), and how
+    many aten operators it called, inside the model's forward calls and outside them."""
+    forward, own = engine.model.forward, "forward" in vars(engine.model)
+
+    def labelled(*args: Any, **kwargs: Any) -> Any:
+        with record_function("model forward"):
+            return forward(*args, **kwargs)
+
+    engine.model.forward = labelled
+    try:
+        with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
+            engine.generate(prompt_ids, sampling)
+    finally:
+        if own:
+            engine.model.forward = forward
+        else:
+            del engine.model.forward  # the class's forward again
+    calls = inside = 0
+    for event in prof.events():
+        parent = event.cpu_parent
+        if not event.name.startswith("aten::") or (parent is not None and parent.name.startswith("aten::")):
+            continue
+        calls += 1
+        while parent is not None and parent.name != "model forward":
+            parent = parent.cpu_parent
+        inside += parent is not None
+    counted = sum(event.name == "model forward" for event in prof.events())
+    return (
+        f"aten operators called: {calls} ({inside} inside the model's {counted} forward calls, "
+        f"{calls - inside} outside)\n" + profile_table(prof).replace("update phase", "generation")
+    )
 
 
 if __name__ == "__main__":

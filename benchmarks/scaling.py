@@ -12,7 +12,9 @@ TRL, rlrun with its cost model choosing the layout per forward (packed or padded
 rlrun with the other layout forced, which checks the cost model's choice. Which side goes first
 turns around every point, and the grid runs backwards every other repeat (A B B A). Per run: completion tokens/s and median step time over the timed
 steps (all but the first and last when there are more than two), peak RSS, and rlrun's seconds
-per phase.
+per phase. After each point's runs the machine's rates are measured (roofline.py's read
+bandwidth and forward matmul rate at the point's rows, same thread count), which give rlrun's
+generation phase its bound there; the table ends with the issue's targets, met or not.
 """
 
 from __future__ import annotations
@@ -27,12 +29,16 @@ import time
 from dataclasses import asdict, replace
 from pathlib import Path
 
+import roofline
 import vs_trl
 from vs_trl import Result, Spec, row, run_side, spread
 
 DEFAULT_POINTS = "32x4x8,32x16x8,32x4x32,32x16x32,128x4x8,128x16x8,128x4x32,512x4x8,512x16x8"
 PHASES = ("gen", "ref", "old_log_prob", "update_actor")  # the phases of a GRPO step (rlrun's timing_s/*)
 FORWARD_PHASES = ("ref", "old_log_prob", "update_actor")  # where the layout matters
+TARGET_SPEED = 2.0  # rlrun / TRL completion tokens/s, at every point
+TARGET_MEMORY = 1.0  # rlrun / TRL peak RSS, at most
+TARGET_GEN_BOUND = 1.5  # rlrun's generation over its bound, at most, from 128 tokens on
 
 
 def phase_cell(runs: list[Result]) -> str:
@@ -85,8 +91,10 @@ def forward_s(r: Result) -> float:
     return sum(r.phase_s.get(p, 0.0) for p in FORWARD_PHASES)
 
 
-def report(results: list[Result]) -> str:
-    """One row per point: both sides' throughput and memory, rlrun's phases, and the layout check."""
+def report(results: list[Result], bounds: dict[str, float] | None = None) -> str:
+    """One row per point: both sides' throughput and memory, rlrun's phases and its generation
+    against its bound (`bounds`: seconds per point), and the layout check; then the targets."""
+    bounds = bounds or {}
     lines = [
         row(
             [
@@ -101,11 +109,12 @@ def report(results: list[Result]) -> str:
                 "RSS rlrun / TRL",
                 "TRL gen / ref / old / update (s)",
                 "rlrun gen / ref / old / update (s)",
+                "rlrun gen / its bound",
                 "layout chosen",
                 "forward phases chosen / other (s)",
             ]
         ),
-        row(["---"] + ["---:"] * 10 + ["---", "---:"]),
+        row(["---"] + ["---:"] * 11 + ["---", "---:"]),
     ]
     points = list(dict.fromkeys(r.spec.workload for r in results))
     for point in points:
@@ -127,13 +136,50 @@ def report(results: list[Result]) -> str:
             spread([o.peak_rss_mib / t.peak_rss_mib for t, o in pairs], ".2f") + "x" if pairs else "",
             phase_cell(trl),
             phase_cell(ours),
+            spread(gen_over_bound(ours, bounds[point]), ".2f") + "x" if point in bounds and ours else "",
             chosen_layout(ours),
             f"{spread([forward_s(r) for r in ours], '.1f')} / {spread([forward_s(r) for r in forced], '.1f')}"
             if ours and forced
             else "",
         ]
         lines.append(row(cells))
-    return "\n".join(lines)
+    return "\n".join(lines + [""] + targets(results, bounds))
+
+
+def gen_over_bound(runs: list[Result], bound: float) -> list[float]:
+    return [r.phase_s["gen"] / bound for r in runs if r.phase_s.get("gen")]
+
+
+def targets(results: list[Result], bounds: dict[str, float]) -> list[str]:
+    """The issue's targets, each over the points that measure it: the worst pair decides."""
+    speed, memory, generation = [], [], []
+    for point in dict.fromkeys(r.spec.workload for r in results):
+        sides = runs_of(point, results)
+        pairs = list(zip(sides.get("trl", []), sides.get("rlrun", [])))
+        speed += [(point, o.tokens_per_s / t.tokens_per_s) for t, o in pairs]
+        memory += [(point, o.peak_rss_mib / t.peak_rss_mib) for t, o in pairs]
+        if point in bounds and parse_point(point)[0] >= 128:
+            generation += [(point, g) for g in gen_over_bound(sides.get("rlrun", []), bounds[point])]
+    lines = []
+    for name, values, limit, better in (
+        (f"rlrun / TRL completion tokens/s >= {TARGET_SPEED}", speed, TARGET_SPEED, max),
+        (f"rlrun / TRL peak RSS <= {TARGET_MEMORY}", memory, TARGET_MEMORY, min),
+        (
+            f"rlrun generation / its bound <= {TARGET_GEN_BOUND} (128 tokens and more)",
+            generation,
+            TARGET_GEN_BOUND,
+            min,
+        ),
+    ):
+        if not values:
+            lines.append(f"- {name}: not measured")
+            continue
+        worst = min(values, key=lambda v: v[1]) if better is max else max(values, key=lambda v: v[1])
+        met = all((v >= limit) if better is max else (v <= limit) for _, v in values)
+        lines.append(
+            f"- {name}: {'met' if met else 'NOT met'} (worst {worst[1]:.2f} at {worst[0]}, {len(values)} runs)"
+        )
+    return lines
 
 
 def plot(results: list[Result], out: Path) -> None:
@@ -189,7 +235,10 @@ def main() -> None:
     args = parser.parse_args()
     if args.report:
         results = [r for path in args.report for r in vs_trl.load_results(path)]
-        print(report(results))
+        bounds = {
+            k: v for path in args.report for k, v in json.loads(path.read_text()).get("bounds", {}).items()
+        }
+        print(report(results, bounds))
         if args.png:
             plot(results, args.png)
         return
@@ -216,6 +265,8 @@ def main() -> None:
     )
     points = [point_spec(base, parse_point(p), args.micro_batch_samples) for p in args.points.split(",")]
     results: list[Result] = []
+    bounds: dict[str, float] = {}
+    gen_bound = GenerationBound(base.model_dir)
     flip = False
     with tempfile.TemporaryDirectory(prefix="scaling_") as tmp:
         for rep in range(args.repeats):
@@ -225,7 +276,7 @@ def main() -> None:
                 ):
                     work = Path(tmp) / f"{rep}-{spec.workload}-{side}"
                     results.append(r := run_one(replace(spec, side=side), work))
-                    save(results, args.json)
+                    save(results, bounds, args.json)
                     if side == "rlrun" and not args.no_forced:
                         # the layout its cost model did not choose (all packed: padded; else packed)
                         other = "padded" if r.packed_forwards else "packed"
@@ -235,19 +286,48 @@ def main() -> None:
                                 work.with_name(work.name + "-" + other),
                             )
                         )
-                        save(results, args.json)
+                        save(results, bounds, args.json)
+                if "rlrun" in args.sides.split(","):  # the rates next to the point's runs
+                    bounds[spec.workload] = gen_bound.seconds(spec)
+                    save(results, bounds, args.json)
                 flip = not flip
-    print("\n" + report(results), flush=True)
+    print("\n" + report(results, bounds), flush=True)
     if args.png:
         plot(results, args.png)
 
 
-def save(results: list[Result], path: Path | None) -> None:
+def save(results: list[Result], bounds: dict[str, float], path: Path | None) -> None:
     """Every finished run to `path`, after each run: a later run the kernel kills for memory
     (which ends the script) takes nothing with it."""
     if path:
         runs = [asdict(r) for r in results]
-        path.write_text(json.dumps({"environment": vs_trl.environment(), "results": runs}))
+        path.write_text(json.dumps({"environment": vs_trl.environment(), "results": runs, "bounds": bounds}))
+
+
+class GenerationBound:
+    """rlrun's generation phase's bound at a point (roofline.py's), from the model's shapes and
+    this machine's rates, measured when asked (so next to the point's runs)."""
+
+    def __init__(self, model_dir: str):
+        from rlrun.training.models import load_causal_lm, load_tokenizer
+
+        model = load_causal_lm(model_dir, trainable=False)
+        self.shape = roofline.DecodeShape.of(model)
+        self.linear_shapes = roofline.linear_shapes(model)
+        self.tokenizer = load_tokenizer(model_dir)
+
+    def seconds(self, spec: Spec) -> float:
+        machine = roofline.Machine(roofline.read_rate(), self.linear_shapes, {})
+        prompts = roofline.point_prompts(self.tokenizer, spec.prompts_per_step)
+        return sum(
+            self.shape.bound(
+                machine,
+                prompts=spec.prompts_per_step,
+                prompt_tokens=statistics.fmean(len(p) for p in prompts),
+                rows=spec.rows,
+                tokens=spec.max_new_tokens,
+            ).values()
+        )
 
 
 def run_one(spec: Spec, work: Path) -> Result:

@@ -18,11 +18,15 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from rlrun.agents.spec import AgentSpec, build_agent
 from rlrun.data.dataset import PromptDataset
-from rlrun.rewards import RewardCombiner, TrlContext
+from rlrun.rewards import RewardCombiner
 from rlrun.rewards.answers import extract_answer, normalize_answer
 from rlrun.rollout.engine import RolloutEngine, SamplingParams
-from rlrun.schema.reward import RewardFunction
+from rlrun.rollout.responses import sample_responses
+from rlrun.schema.reward import RewardEntry, RewardFunction
+
+ENVIRONMENT_REWARD_FN = "rlrun:environment_reward"
 
 if TYPE_CHECKING:
     from rlrun.schema import Recipe
@@ -64,31 +68,20 @@ def evaluate(
     sampling: SamplingParams = GREEDY,
     limit: int | None = None,
     reward: RewardCombiner | None = None,
+    agent: AgentSpec | None = None,
 ) -> EvalResult:
     """Score the first ``limit`` prompts of ``dataset`` (all when None) with ``sampling.n`` samples
-    each (k)."""
+    each (k): responses, or with ``agent`` its episodes (pass@k over episodes)."""
     if sampling.greedy and sampling.n != 1:
         raise ValueError("greedy evaluation draws one sample per prompt; use k=1 or greedy=false")
     k, greedy = sampling.n, sampling.greedy
     data = dataset.take(range(min(limit or len(dataset), len(dataset))))
-    batch = engine.generate(data.prompt_ids, sampling)
-    completions = tokenizer.batch_decode(batch.response_ids, skip_special_tokens=True)
-
-    def repeat(column: list[Any]) -> list[Any]:  # one entry per response row (prompt-major)
-        return [value for value in column for _ in range(k)]
-
+    responses = sample_responses(engine, tokenizer, data, sampling, agent=agent)
     reward = reward or RewardCombiner([RewardFunction(fn="rlrun:exact_match")])
-    scored = reward(
-        repeat(data.prompts),
-        completions,
-        repeat(data.ground_truths),
-        context=TrlContext.of_rollout(
-            batch.response_ids, batch.response_mask, repeat(data.messages) if data.chat else None
-        ),
-        **{name: repeat(col) for name, col in data.extra.items()},
-    )
+    scored = reward(**responses.reward_arguments(data))
     correct = (scored.acc > 0.5).view(len(data), k)
-    lengths = batch.response_lengths.float()
+    completions = responses.completions
+    lengths = responses.response_attention.sum(-1).float()
     return EvalResult(
         k=k,
         greedy=greedy,
@@ -104,7 +97,13 @@ def evaluate(
 
 
 def evaluate_recipe(
-    engine: RolloutEngine, tokenizer: Any, dataset: PromptDataset, recipe: Recipe, reward: RewardCombiner
+    engine: RolloutEngine,
+    tokenizer: Any,
+    dataset: PromptDataset,
+    recipe: Recipe,
+    reward: RewardCombiner,
+    *,
+    agent: AgentSpec | None = None,
 ) -> EvalResult:
     """The evaluation ``recipe`` asks for: ``trainer.eval`` (prompts, k, greedy) with the
     rollout's response length, and trainer.eval's sampling settings where set (else the rollout's),
@@ -119,7 +118,31 @@ def evaluate_recipe(
         seed=recipe.trainer.seed,
         **{name: value for name, value in own.items() if value is not None},
     )
-    return evaluate(engine, tokenizer, dataset, sampling=sampling, limit=e.prompts, reward=reward)
+    return evaluate(
+        engine, tokenizer, dataset, sampling=sampling, limit=e.prompts, reward=reward, agent=agent
+    )
+
+
+def reward_functions(recipe: Recipe, agent: AgentSpec | None) -> list[RewardEntry]:
+    """What scores a recipe's responses: `reward.functions`, and for an agent whose environment
+    has get_reward, `rlrun:environment_reward` x 1 unless the recipe lists it (TRL adds an
+    environment_factory's get_reward as a reward function of weight 1)."""
+    functions = list(recipe.reward.functions)
+    rewarded = agent is not None and any(e.has_reward for e in agent.environments.values())
+    if rewarded and not any(getattr(f, "fn", None) == ENVIRONMENT_REWARD_FN for f in functions):
+        functions.append(RewardFunction(fn=ENVIRONMENT_REWARD_FN))
+    return functions
+
+
+def build_agent_spec(recipe: Recipe, tokenizer: Any) -> AgentSpec | None:
+    """The recipe's agent on this tokenizer (None when it runs single responses): what training
+    and `rlrun eval` sample episodes with."""
+    a = recipe.agent
+    return (
+        build_agent(a, tokenizer=tokenizer, template_kwargs=recipe.data.chat_template_kwargs)
+        if a.enabled
+        else None
+    )
 
 
 def _majority_correct(completions: list[str], correct: torch.Tensor, k: int) -> torch.Tensor:

@@ -122,6 +122,15 @@ class StopRequests:
             name = "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
             self.say(f"{name}: finishing this step, then saving a checkpoint (Ctrl-C again stops at once).")
 
+    def request(self, reason: str) -> None:
+        """Stop after the current step, as a first stop signal would (a callback asking, from
+        Python): every process agrees on the step, and a later signal still stops at once."""
+        if self.ending or self.requested:
+            return
+        self.requested = True
+        if self.say is not None:
+            self.say(f"Stopping after this step: {reason}.")
+
     def _hear_the_first_again(self, signum: int, frame: Any) -> None:
         """SIGALRM, DUPLICATE_SIGNAL_S after the first stop signal: that signal, sent again, is
         a second request from now on."""

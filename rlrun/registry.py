@@ -42,6 +42,9 @@ class ComponentNeeds:
     # a rollout engine whose log-probs are the training model's own forward (same module, same
     # kernels): in float32 without autocast they are the old policy's until the policy moves
     trainer_log_probs: bool = False
+    # an estimator whose statistics run over response positions (column t of every row the same
+    # step): it cannot score an agent's episodes, whose sampled tokens have holes between turns
+    needs_contiguous_response: bool = False
     # Advice, not needs: validation gives a notice when a recipe departs from it.
     loss_agg_mode: str | None = None  # a policy loss defined with this aggregation (GSPO: one per sequence)
     # an estimator that, without std-normalisation (Dr.GRPO), is meant with this aggregation

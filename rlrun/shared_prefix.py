@@ -39,6 +39,25 @@ def _cache_keyword_of(model_class: type) -> str:
     return "cache" if "cache" in inspect.signature(model_class.forward).parameters else "past_key_values"
 
 
+def takes_4d_mask(model: torch.nn.Module) -> bool:
+    """Whether the model computes attention exactly under a custom 4D attention mask passed
+    through unchanged (the trainer's packed layout, the hf engine's preallocated cache):
+    transformers' sdpa and eager attention take one (4.51's `_update_causal_mask` and 5.x's
+    `create_causal_mask` return a 4D mask as given), while flash attention ignores it and flex
+    attention wants a BlockMask. A sliding window would be dropped with the model's own mask, so
+    such models are left out, as are models outside transformers' own classes."""
+    inner = base_model(model)
+    config = inner.config
+    window = getattr(config, "sliding_window", None) is not None and getattr(
+        config, "use_sliding_window", True
+    )
+    full = all(kind == "full_attention" for kind in getattr(config, "layer_types", None) or [])
+    # Remote code may prepare its mask its own way; ALiBi models build their biases from a 2D mask.
+    library = type(getattr(inner, "backbone", inner)).__module__.startswith("transformers.")
+    alibi = getattr(config, "alibi", False) or getattr(config, "model_type", None) in ("bloom", "mpt")
+    return config._attn_implementation in ("sdpa", "eager") and not (window or alibi) and full and library
+
+
 def prefill(
     model: torch.nn.Module, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor
 ) -> tuple[torch.Tensor, Any]:

@@ -287,7 +287,7 @@ def test_resume_passes_profile_on_to_the_run(monkeypatch, run_dir, command):
     import rlrun.cli.train
 
     seen = []
-    monkeypatch.setattr(rlrun.cli.train, "_train", lambda loaded, options, overrides: seen.append(options))
+    monkeypatch.setattr(rlrun.cli.train, "_train", lambda loaded, options: seen.append(options))
     # one process: the fixture's fsdp2 would be refused here
     result = runner.invoke(app, [*command, str(run_dir), "trainer.strategy=ddp", "--profile"])
     assert result.exit_code == 0, result.output

@@ -96,3 +96,24 @@ def test_a_sampled_evaluation_takes_its_own_sampling_settings(monkeypatch):
     )
     sampling = seen["sampling"]
     assert (sampling.temperature, sampling.top_p, sampling.top_k, seen["limit"]) == (0.9, 1.0, 0, 500)
+
+
+def test_an_agents_evaluation_is_pass_at_k_over_episodes():
+    """Scripted episodes of the Guess environment (secret 7, then 3), two per prompt, at most two
+    turns, scored on their final answers: prompt 0 is solved by one of its episodes, prompt 1 by
+    none, so mean@2 = 1/4 and pass@2 = 1/2; lengths count the observations between turns."""
+    from rlrun.agents.spec import build_agent
+    from rlrun.schema.agent import Agent
+    from tests.rollout.test_episodes import ENVS, TOKENIZER
+    from tests.rollout.test_responses import ScriptedEngine, guessing
+
+    _, _, data = guessing({r: ["0", "0"] for r in range(4)})
+    agent = build_agent(Agent(enabled=True, environment=f"{ENVS}:Guess", max_turns=2), tokenizer=TOKENIZER)
+    engine = ScriptedEngine({0: ["7"], 1: ["3", "5"], 2: ["1", "2"], 3: ["9", "8"]})
+    result = evaluate(
+        engine, TOKENIZER, data, sampling=SamplingParams(n=2, seed=0, max_tokens=40), agent=agent
+    )
+    assert (result.k, result.num_prompts) == (2, 2)
+    assert (result.mean_at_k, result.pass_at_k) == (1 / 4, 1 / 2)
+    # "7" EOS = 2 tokens; "3" EOS "Higher." "5" EOS = 11; "1" EOS "Higher." "2" EOS = 11; "9" EOS "Lower." "8" EOS = 10
+    assert result.response_length_max == 11 and result.response_length_mean == (2 + 11 + 11 + 10) / 4

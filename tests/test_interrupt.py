@@ -80,3 +80,17 @@ def test_several_processes_wait_longer_for_a_duplicate(fresh, monkeypatch):
         with stops.listening():
             os.kill(os.getpid(), signal.SIGTERM)
     assert windows == [0.5, 0, 10.0, 0]  # armed on the first signal, disarmed on leaving
+
+
+def test_a_request_from_code_stops_after_the_step_like_a_first_signal(fresh):
+    said = []
+    stops = interrupt.StopRequests(say=said.append)
+    assert not stops.agree()
+    stops.request("the reward is high enough")
+    stops.request("asked twice")  # one stop: said once
+    assert stops.agree() and stops.stopping
+    assert said == ["Stopping after this step: the reward is high enough."]
+    ended = interrupt.StopRequests(say=said.append)
+    ended.end()
+    ended.request("too late")  # the run is recording its end
+    assert not ended.requested and len(said) == 1

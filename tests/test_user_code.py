@@ -58,3 +58,25 @@ def test_a_named_entry_that_is_no_import_path_lists_the_builtins(modules):
     with pytest.raises(ImportPathError, match="tool 'uc_good:nothing': module 'uc_good' has no attribute"):
         resolve_named("uc_good:nothing", what="tool", builtins=[])
     assert resolve_named("uc_good:VALUE", what="tool", builtins=[]) == 3
+
+
+def test_a_python_object_name_resolves_only_while_its_table_is_in_force():
+    from rlrun.user_code import live_objects
+
+    marker = object()
+    with live_objects({"python-object:thing": marker}):
+        with live_objects({"python-object:other": 1}):
+            assert resolve_import_path("python-object:thing") is marker  # the outer table still holds it
+        assert resolve_import_path("python-object:thing") is marker
+    with pytest.raises(ImportPathError, match="was not given it: from Python, pass the object again"):
+        resolve_import_path("python-object:thing")
+
+
+def test_import_path_of_names_only_what_importing_gives_back():
+    import json
+
+    from rlrun.user_code import import_path_of
+
+    assert import_path_of(json.dumps) == "json:dumps"
+    assert import_path_of(lambda: 0) is None
+    assert import_path_of(object()) is None

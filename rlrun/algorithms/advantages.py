@@ -414,7 +414,11 @@ def _returns_and_path_variance(
 
 
 @register_advantage(
-    "optimal_token_baseline", needs_groups=True, needs_old_log_probs=True, needs_sum_pi_squared=True
+    "optimal_token_baseline",
+    needs_groups=True,
+    needs_old_log_probs=True,
+    needs_sum_pi_squared=True,
+    needs_contiguous_response=True,
 )
 @torch.no_grad()
 def optimal_token_baseline(

@@ -10,7 +10,6 @@ import typer
 
 from rlrun.cli._app import OverridesArg, app, console, err_console, fail, refuse_output_file, user_errors
 from rlrun.recipes import load_recipe
-from rlrun.recipes.agent import refuse_episodes_until_trained
 
 ModelArg = Annotated[
     str,
@@ -114,7 +113,6 @@ def eval_command(
             changes,
             run_record=recipe is None and target.run_recipe is not None,
         )
-        refuse_episodes_until_trained(loaded.recipe, loaded.provenance)
     try:
         with user_errors(as_json):
             result, data_name = evaluate_target(target, loaded.recipe)

@@ -25,7 +25,6 @@ from rlrun.cli._app import (
     user_errors,
 )
 from rlrun.recipes import LoadedRecipe, load_recipe
-from rlrun.recipes.agent import refuse_episodes_until_trained
 
 if TYPE_CHECKING:
     from rlrun.training.run import RunOptions
@@ -145,13 +144,12 @@ def train(
     )
     with user_errors():
         loaded = load_recipe(recipe, overrides or [])
-        refuse_episodes_until_trained(loaded.recipe, loaded.provenance)
         check_run_dir(loaded, options)
     print_issues(loaded.notices, "notice", "yellow")
     if dry_run:
         return _dry_run(loaded)
     _relaunch_if_multi_process(loaded, flags, accelerate_config)
-    _train(loaded, options, overrides or [])
+    _train(loaded, options)
 
 
 @app.command("resume")
@@ -199,19 +197,18 @@ def _resume(
     profile: bool,
     restart: bool,
 ) -> None:
-    from rlrun.records.rundir import RESOLVED
+    from rlrun.api.training import load_run
     from rlrun.training.run import RunOptions, finished_note
 
     with user_errors():
-        loaded = load_recipe(run_dir / RESOLVED, overrides, run_record=True)
-        refuse_episodes_until_trained(loaded.recipe, loaded.provenance)
+        loaded = load_run(run_dir, overrides)
         done = finished_note(run_dir, loaded)
     if done:  # before any process starts
         console.print(done, soft_wrap=True)
         return
     _relaunch_if_multi_process(loaded, flags, accelerate_config)
     options = RunOptions(run_dir=run_dir, resume=True, profile=profile, restart=restart, run_dir_key="")
-    _train(loaded, options, overrides)
+    _train(loaded, options)
 
 
 def _relaunch_if_multi_process(
@@ -281,13 +278,13 @@ def export(
     console.print(f"[green]✓[/] exported: {exported}")
 
 
-def _train(loaded: LoadedRecipe, options: RunOptions, overrides: list[str]) -> None:
+def _train(loaded: LoadedRecipe, options: RunOptions) -> None:
+    from rlrun.api.training import train_loaded
     from rlrun.training.run import RunFinished
-    from rlrun.training.run import train as run_training
 
     try:
         with user_errors():
-            run = run_training(loaded, options, say=lambda text: err_console.print(text), overrides=overrides)
+            run = train_loaded(loaded, options, say=lambda text: err_console.print(text))
     except typer.Exit:
         raise
     except RunFinished as done:
@@ -302,10 +299,8 @@ def _train(loaded: LoadedRecipe, options: RunOptions, overrides: list[str]) -> N
             raise typer.Exit(INTERRUPTED) from None
         err_console.print(f"[red]Training failed:[/] {type(exc).__name__}: {exc}")
         raise typer.Exit(RUN_FAILED) from None
-    from rlrun.launch import is_relaunched, release_process_group
+    from rlrun.launch import is_relaunched
 
-    # the rollout engine too: vLLM tears down its own groups when it closes
-    release_process_group(run.session.generation.engine, meet=run.ended_at_step_boundary)
     if run.status == "interrupted":
         # Under the launcher the launching process reports it: torchrun would print a failure
         # report for each process that ended with 130.

@@ -30,6 +30,13 @@ KEY_METRICS = (
     "actor/pg_clipfrac",
     "actor/grad_norm",
     "perf/throughput",
+    # an agent's episodes (rlrun/rollout/responses.py: episode_metrics)
+    "episode/turns/mean",
+    "episode/tool_calls/mean",
+    "episode/tool_errors/mean",
+    "episode/truncated_outputs/mean",
+    "timing_s/tools",
+    "timing_s/environment",
 )
 
 # Which way is better, first matching glob wins; unmatched metrics (entropy, KL, length,
@@ -45,6 +52,9 @@ _BETTER: tuple[tuple[str, Direction], ...] = (
     ("frac_reward_zero_std", "lower"),
     ("train*/skipped_updates", "lower"),
     ("perf/throughput*", "higher"),
+    ("episode/tool_errors/*", "lower"),
+    ("episode/env_errors/*", "lower"),
+    ("episode/truncated_outputs/*", "lower"),
     ("perf/time*", "lower"),
     ("timing_s/*", "lower"),
 )

@@ -173,6 +173,16 @@ def _literal_keywords(call: ast.Call, name: str) -> dict[str, Any]:
 _TRAINER_KEYWORDS = ("model", "args", "reward_funcs", "train_dataset", "eval_dataset", "processing_class")
 
 
+# The trainer's Python objects that a recipe names by import path instead (rlrun does not run the script).
+_AGENT_ARGUMENTS = {
+    "tools": "TRL's tools are Python functions, which rlrun does not take from a script: name each in the "
+    "recipe, `agent.tools: [pkg.module:function]` (docs/coming-from-verl-trl.md)",
+    "environment_factory": "TRL's environment_factory is a Python class, which rlrun does not take from a "
+    "script: name it in the recipe, `agent.environment: pkg.module:Class` (a dict of classes: "
+    "agent.environments), docs/coming-from-verl-trl.md",
+}
+
+
 def _trainer_arguments(call: ast.Call, tree: ast.Module, settings: dict[str, Any], name: str) -> None:
     """The trainer call's model (a literal name) and reward functions (TRL's built-ins); other
     arguments (tools, environments, a PEFT config object, callbacks) are refused."""
@@ -181,7 +191,10 @@ def _trainer_arguments(call: ast.Call, tree: ast.Module, settings: dict[str, Any
             shown = f"{keyword.arg}=" if keyword.arg else "**"
             raise ConvertError(
                 f"{name}, line {keyword.value.lineno}: `{_call_name(call)}({shown}{ast.unparse(keyword.value)})`: "
-                "rlrun's trainer takes the model, the data, the reward functions and the config only"
+                + _AGENT_ARGUMENTS.get(
+                    keyword.arg or "",
+                    "rlrun's trainer takes the model, the data, the reward functions and the config only",
+                )
             )
         if keyword.arg == "model" and isinstance(keyword.value, ast.Constant):
             settings.setdefault("model_name_or_path", keyword.value.value)
@@ -279,7 +292,9 @@ def _convert(settings: dict[str, Any], source: str, processes: int | None, rows:
         source,
         stack="trl",
         table=table,
-        defaults={k: v for k, v in TRL_DEFAULTS.items() if k in TABLE},
+        # TRL's unset max_tool_calling_iterations (no limit) bounds nothing without tools, which a
+        # config cannot hold: the recipe keeps its agent off and unwritten
+        defaults={k: v for k, v in TRL_DEFAULTS.items() if k in TABLE and k != "max_tool_calling_iterations"},
         fixed=fixed_values(effective),
         processes=int(settings[PROCESSES]),
         describes=f"TRL {TRL_VERSION} (transformers {TRANSFORMERS_VERSION})",
@@ -340,6 +355,14 @@ def _notes(settings: dict[str, Any], rows: int | None) -> list[str]:
             f"num_iterations={settings['num_iterations']} passes over the same split; rlrun reshuffles the "
             "mini-batches every pass (actor.ppo_epochs), so after the first pass other samples share an "
             "optimizer step"
+        )
+    if settings.get("max_tool_calling_iterations") is not None:
+        notes.append(
+            "agent.max_turns counts what max_tool_calling_iterations bounds, and like it changes nothing without "
+            "tools: TRL's tools= and environment_factory= are Python objects given to GRPOTrainer, not settings. "
+            "Add agent.enabled: true, agent.tools: [pkg.module:function] or agent.environment: pkg.module:Class, "
+            "and, as TRL samples a turn, agent.max_turn_tokens: "
+            f"{settings.get('max_completion_length')} (docs/coming-from-verl-trl.md)"
         )
     if mini_batches > 1 and settings.get("loss_type") == "dapo":
         notes.append(

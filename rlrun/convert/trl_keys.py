@@ -435,6 +435,15 @@ def _max_prompt(value: Any, settings: Settings) -> int | None:
     return _int(settings, "max_prompt_length") if value is not None else None
 
 
+def _turns(value: Any, settings: Settings) -> int:
+    """TRL's loop runs the tools at most `value` times after the first turn: one turn more."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise RefusedKey(
+            "max_tool_calling_iterations", value, "a number of iterations is a whole number, 0 or more"
+        )
+    return value + 1
+
+
 TABLE: dict[str, KeyMap] = {
     # --- the `trl grpo` script's model, data and rewards ---
     "model_name_or_path": KeyMap("model.path"),
@@ -491,6 +500,10 @@ TABLE: dict[str, KeyMap] = {
         "data.max_prompt_tokens", "older TRL: longer prompts cut to their last tokens", _max_prompt
     ),
     "max_completion_length": KeyMap("rollout.max_response_tokens"),
+    # TRL runs the tools at most this many times, so the model acts once more (docs/agents.md)
+    "max_tool_calling_iterations": KeyMap(
+        "agent.max_turns", "model turns = tool-calling iterations + 1", _turns
+    ),
     "chat_template_kwargs": KeyMap("data.chat_template_kwargs", "", lambda v, s: dict(v or {})),
     "temperature": KeyMap("rollout.temperature"),
     "top_p": KeyMap("rollout.top_p"),
@@ -719,7 +732,6 @@ REFUSED: dict[str, str] = {
     "load_in_4bit": "rlrun does not quantise",
     "load_in_8bit": "rlrun does not quantise",
     "cast_lm_head_to_fp32": "set dtype: float32 instead (rlrun then computes everything in float32)",
-    "max_tool_calling_iterations": "rlrun samples single-turn responses, no tools",
     "vllm_structured_outputs_regex": "rlrun's sampling is unconstrained",
     "reward_clip_range": "an RLOOConfig key: rlrun converts GRPO configs",
     "normalize_advantages": "an RLOOConfig key: rlrun converts GRPO configs",

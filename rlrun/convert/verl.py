@@ -17,6 +17,7 @@ from typing import Any
 import yaml
 
 from rlrun.convert.conversion import Conversion, ConvertError, build, read_yaml, refusal
+from rlrun.convert.verl_agent import agent_refusals, single_turn_note
 from rlrun.convert.verl_shell import MAX_SCRIPT_CHARS, ShellError, Unresolved, find_verl_command, unresolved
 from rlrun.facts.verl_keys import (
     DAPO_TRAINER,
@@ -188,7 +189,7 @@ def _value(text: str) -> Any:
 
 def refusals(run: VerlRun) -> list[str]:
     """Why rlrun cannot run `run` as verl would, beyond single keys: the trainer, vision-language
-    data or models, data sources verl scores with a scorer rlrun lacks."""
+    data or models, data sources verl scores with a scorer rlrun lacks, tool rollouts (verl_agent)."""
     s = run.settings
     reasons = []
     if run.trainer not in TRAINERS:
@@ -228,6 +229,7 @@ def refusals(run: VerlRun) -> list[str]:
                     f"{key}: {path} has data_source {', '.join(unknown)}, which verl scores with a function rlrun "
                     "does not ship: name it with custom_reward_function.path (a verl compute_score file)"
                 )
+    reasons += agent_refusals(s)
     if custom and s.get("reward_model.enable"):
         reasons.append(
             "custom_reward_function.path with reward_model.enable=True: verl then calls only the custom function, "
@@ -273,5 +275,7 @@ def convert(run: VerlRun) -> Conversion:
             f"verl ran on {total} GPUs as {processes} data-parallel ranks (ulysses_sequence_parallel_size); "
             "rlrun's processes are data-parallel ranks"
         )
+    if note := single_turn_note(run.settings):
+        conversion.notes.append(note)
     conversion.notes += run.notes
     return conversion

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import importlib
 import json
 from collections.abc import Iterator
@@ -16,6 +17,7 @@ from rlrun.tasks.arithmetic import DATA_SOURCE as ARITHMETIC
 from rlrun.tasks.arithmetic import ArithmeticTask
 from rlrun.tasks.guess_number import DATA_SOURCE as GUESS_NUMBER
 from rlrun.tasks.guess_number import GuessNumberTask
+from rlrun.user_code import is_live_name, live_object
 
 FILE_SUFFIXES = (".jsonl", ".json", ".parquet")
 GENERATORS = tuple(GENERATOR_SETTINGS.values())  # the built-in tasks, each with its own settings in `data`
@@ -108,7 +110,10 @@ def missing_reader(source: Source) -> str | None:
 
 
 def load_file(path: str | Path) -> list[dict[str, Any]]:
-    """Records of a ``.jsonl``, ``.json`` (a list of objects) or ``.parquet`` file."""
+    """Records of a ``.jsonl``, ``.json`` (a list of objects) or ``.parquet`` file, or of rows
+    given from Python (a ``python-object:`` name: a copy, which the run may change)."""
+    if is_live_name(str(path)):
+        return copy.deepcopy(live_object(str(path)))
     path = Path(path)
     if path.suffix not in FILE_SUFFIXES:
         raise DataError(
@@ -129,7 +134,11 @@ def load_file(path: str | Path) -> list[dict[str, Any]]:
 
 def read_columns(path: str | Path) -> tuple[set[str], dict[str, Any] | None]:
     """Cheaply, what a data file holds: its top-level column names, and its first record when
-    reading one is cheap (a .jsonl line; a .parquet file gives only its schema). Raises DataError."""
+    reading one is cheap (a .jsonl line; a .parquet file gives only its schema), or of rows given
+    from Python. Raises DataError (ImportPathError: rows this process was not given)."""
+    if is_live_name(str(path)):
+        rows = live_object(str(path))
+        return (set(rows[0]) if rows else set()), (rows[0] if rows else None)
     path = Path(path)
     if path.suffix == ".parquet":
         schema = _parquet(path, lambda pq: pq.read_schema(path))

@@ -268,12 +268,18 @@ def columns(path: str) -> set[str]:
 
 def data_sources(path: str) -> set[str] | None:
     """The `data_source` values of a verl parquet file; None when it cannot be read here."""
+    return column_values(path, "data_source")
+
+
+def column_values(path: str, column: str) -> set[str] | None:
+    """The distinct values of one column of a verl parquet file; None when the file or the column
+    cannot be read here."""
     if not path.endswith(".parquet"):
         return None
     try:
         import pyarrow.parquet as pq
 
-        table = pq.read_table(Path(path).expanduser(), columns=["data_source"])
+        table = pq.read_table(Path(path).expanduser(), columns=[column])
     except (ImportError, OSError, ValueError, KeyError):
         return None
     return {str(value) for value in table.column(0).unique().to_pylist()}
@@ -495,8 +501,14 @@ TABLE: dict[str, KeyMap] = {
         "keywords of the chat template (reasoning_effort, ...)",
         _chat_template_kwargs,
     ),
-    "data.tool_config_path": _refuse("tool calls: rlrun samples single-turn responses", None),
-    "data.function_tool_path": _refuse("tool calls: rlrun samples single-turn responses", None),
+    # Only the length of each prompt with the tools' schemas, for filter_overlong_prompts: the
+    # converter's agent checks (rlrun.convert.verl_agent) refuse where that changes the rows.
+    "data.tool_config_path": KeyMap(
+        None, "used only with data.filter_overlong_prompts, to measure prompts with the tools' schemas"
+    ),
+    "data.function_tool_path": KeyMap(
+        None, "used only with data.filter_overlong_prompts, to measure prompts with the tools' schemas"
+    ),
     # --- model ------------------------------------------------------------------------------
     "actor_rollout_ref.model.path": KeyMap("model.path"),
     "actor_rollout_ref.model.tokenizer_path": KeyMap("model.tokenizer"),
@@ -672,18 +684,21 @@ TABLE: dict[str, KeyMap] = {
         "rlrun's rollout log-probs are processed_logprobs", "processed_logprobs"
     ),
     "actor_rollout_ref.rollout.enable_rollout_routing_replay": _refuse("MoE routing replay", False),
-    "actor_rollout_ref.rollout.multi_turn.enable": _refuse(
-        "multi-turn rollouts and tools: rlrun samples one response per prompt", False
-    ),
-    "actor_rollout_ref.rollout.multi_turn.tool_config_path": _refuse(
-        "tool calls: rlrun samples one response", None
+    # Which rows run verl's tool_agent loop, and whether rlrun can run it, is decided by the
+    # converter's agent checks (rlrun.convert.verl_agent) before these rows are read.
+    "actor_rollout_ref.rollout.multi_turn.enable": KeyMap(
+        None,
+        "used by verl's asynchronous modes only: main_ppo runs each row's agent loop (agent_name, "
+        "default_agent_loop)",
     ),
     "actor_rollout_ref.rollout.multi_turn.interaction_config_path": _refuse(
-        "multi-turn interactions: rlrun samples one response per prompt", None
+        "an interaction (a simulated user) is not a verl 0.9.1 setting, and rlrun has none", None
     ),
-    "actor_rollout_ref.rollout.multi_turn.*": KeyMap(None, "used only with multi_turn.enable"),
-    "actor_rollout_ref.rollout.agent.default_agent_loop": _refuse(
-        "an agent loop: rlrun samples one response per prompt", "single_turn_agent"
+    "actor_rollout_ref.rollout.multi_turn.*": KeyMap(
+        None, "used only with verl's tool_agent loop, which no row runs here"
+    ),
+    "actor_rollout_ref.rollout.agent.default_agent_loop": KeyMap(
+        None, "single_turn_agent, one response per prompt as rlrun samples: no training number changes"
     ),
     "actor_rollout_ref.rollout.agent.custom_async_server.*": _refuse("a custom rollout server", None),
     "actor_rollout_ref.rollout.agent.agent_loop_config_path": _refuse("an agent loop", None),

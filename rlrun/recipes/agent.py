@@ -16,7 +16,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from rlrun.errors import ConfigIssue, RecipeError, show_value
+from rlrun.algorithms.registries import ADVANTAGES
+from rlrun.errors import ConfigIssue, show_value
 from rlrun.recipes.keys import KeyPath
 from rlrun.recipes.names import module_findable
 from rlrun.recipes.provenance import Provenance
@@ -36,14 +37,16 @@ def check_agent(
     calls = bool(agent.tools) or (
         bool(agent.environment or agent.environments) and agent.environment_kind != "step"
     )
+    notices = []
     if execute:
-        import_errors, calls = _imports(recipe, provenance, calls)
+        import_errors, reward_issues, calls = _imports(recipe, provenance, calls)
         errors += import_errors
+        for issue, is_error in reward_issues:
+            (errors if is_error else notices).append(issue)
     else:
         errors += list(_findable(recipe, provenance))
     if environment:
         errors += list(_this_machine(recipe, provenance, calls=calls))
-    notices = []
     if agent.max_turn_tokens > recipe.rollout.max_response_tokens:
         notices.append(
             provenance.issue(
@@ -124,6 +127,17 @@ def _shape(recipe: Recipe, provenance: Provenance) -> Iterator[ConfigIssue]:
             "name a Jinja file (relative paths start at the recipe's folder)",
             found=show_value(agent.chat_template),
         )
+    advantage = recipe.algorithm.advantage
+    if ADVANTAGES.needs(advantage).needs_contiguous_response:
+        yield _issue(
+            provenance,
+            ("algorithm", "advantage"),
+            f"the `{advantage}` estimator compares responses position by position, and an episode's sampled "
+            "tokens have holes where results and observations were appended",
+            "agent-estimator",
+            "use an estimator that scores episodes (`rlrun components` lists them), e.g. "
+            "tir_optimal_token_baseline for the optimal token baseline",
+        )
     if recipe.rollout.min_response_tokens:
         yield _issue(
             provenance,
@@ -134,8 +148,11 @@ def _shape(recipe: Recipe, provenance: Provenance) -> Iterator[ConfigIssue]:
         )
 
 
-def _imports(recipe: Recipe, provenance: Provenance, calls: bool) -> tuple[list[ConfigIssue], bool]:
-    """The tools and environments imported and described; and whether the model writes calls,
+def _imports(
+    recipe: Recipe, provenance: Provenance, calls: bool
+) -> tuple[list[ConfigIssue], list[tuple[ConfigIssue, bool]], bool]:
+    """The tools and environments imported and described (errors); what their get_reward means
+    for the rewards (each issue with whether it is an error); and whether the model writes calls,
     known now that each environment's kind is (`calls` stays the estimate where one failed)."""
     from rlrun.agents.spec import AgentSpecError, load_parts  # imports transformers: agent recipes only
 
@@ -145,8 +162,42 @@ def _imports(recipe: Recipe, provenance: Provenance, calls: bool) -> tuple[list[
         issues = [
             _issue(provenance, ("agent", *p.key), p.message, "agent-import", p.fix) for p in err.problems
         ]
-        return issues, calls
-    return [], bool(tools) or any(e.kind == "tools" for e in environments.values())
+        return issues, [], calls
+    rewarded = any(e.has_reward for e in environments.values())
+    return (
+        [],
+        list(_environment_reward(recipe, provenance, rewarded)),
+        bool(tools) or any(e.kind == "tools" for e in environments.values()),
+    )
+
+
+def _environment_reward(
+    recipe: Recipe, provenance: Provenance, rewarded: bool
+) -> Iterator[tuple[ConfigIssue, bool]]:
+    """An environment's get_reward scores the episodes as TRL's does: say so where the recipe
+    does not list it; with no reward functions, an environment without one scores nothing."""
+    listed = any(getattr(f, "fn", None) == "rlrun:environment_reward" for f in recipe.reward.functions)
+    if rewarded and not listed:
+        yield (
+            provenance.issue(
+                ("agent", "environments" if recipe.agent.environments else "environment"),
+                "the environment has get_reward(): rlrun:environment_reward x 1 joins reward.functions, as TRL "
+                "adds an environment_factory's reward",
+                code="agent-environment-reward",
+                fix="list `{fn: rlrun:environment_reward, weight: W}` in reward.functions to choose its weight",
+            ),
+            False,
+        )
+    if not rewarded and not recipe.reward.functions:
+        yield (
+            provenance.issue(
+                ("reward", "functions"),
+                "nothing scores the episodes: reward.functions is empty and the environment has no get_reward()",
+                code="no-reward",
+                fix="name a reward function, or give the environment a get_reward() method",
+            ),
+            True,
+        )
 
 
 def _findable(recipe: Recipe, provenance: Provenance) -> Iterator[ConfigIssue]:
@@ -228,23 +279,6 @@ def _local_tokenizer(recipe: Recipe) -> Any:
         )
     except Exception:  # noqa: BLE001 (not on this machine yet, or not a tokenizer: loading says which)
         return None
-
-
-def refuse_episodes_until_trained(recipe: Recipe, provenance: Provenance) -> None:
-    """`rlrun train`, `resume` and `eval` do not run episodes yet (the training step takes them up
-    next, issue #34): an enabled agent is refused there rather than trained as single turns."""
-    if recipe.agent.enabled:
-        raise RecipeError(
-            [
-                provenance.issue(
-                    ("agent", "enabled"),
-                    "this rlrun trains and evaluates single responses; multi-turn episodes are checked by "
-                    "`rlrun validate` but not yet run by `rlrun train`, `resume` or `eval`",
-                    code="agent-not-trained-yet",
-                    fix="set `agent.enabled: false` to train single responses",
-                )
-            ]
-        )
 
 
 @dataclass(frozen=True)

@@ -40,6 +40,21 @@ def read_chain(path: Path, issues: list[ConfigIssue]) -> list[Layer]:
     return _read(path, "file", [], issues)
 
 
+def read_given(data: dict[str, Any], name: str, issues: list[ConfigIssue]) -> list[Layer]:
+    """The layers of a recipe given as a mapping (from Python, named `name` in messages) and
+    its ancestors, base first: its relative paths and `extends` start at the working directory."""
+    data = copy.deepcopy(data)
+    anchor_paths(data, Path.cwd())
+    sources = {key: Source("file", name) for key in paths_in(data, ()) if key and key[0] != "extends"}
+    parents: list[Layer] = []
+    if "extends" in data:
+        here = Path.cwd() / name  # no file: `extends` is looked up as if written in the working directory
+        parent = _resolve_extends(data.pop("extends"), here, None, name, [], issues)
+        if parent is not None:
+            parents = _read(parent, "base recipe", [here.resolve()], issues)
+    return [*parents, Layer(data, sources)]
+
+
 def _read(path: Path, kind: SourceKind, stack: list[Path], issues: list[ConfigIssue]) -> list[Layer]:
     name = display_path(path)
     if path.resolve() == (BUILTIN_DIR / "base.yaml").resolve():

@@ -1,9 +1,10 @@
-"""Command-line overrides: `actor.optimizer.lr=3e-6` sets (the value read as YAML), `~key`
-deletes (the key falls back to its default)."""
+"""Overrides: `actor.optimizer.lr=3e-6` on the command line sets (the value read as YAML), `~key`
+deletes (the key falls back to its default); from Python, `{"actor.optimizer.lr": 3e-6}` sets
+the value as given."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import yaml
@@ -13,11 +14,16 @@ from rlrun.recipes.keys import KeyPath, all_keys, dotted, unknown_key_hint
 from rlrun.recipes.provenance import Provenance, Source, paths_in
 from rlrun.recipes.yaml_io import parse_value
 
+PYTHON_OVERRIDES = "overrides from Python"  # where a problem of an override given from Python is
+
 
 def apply_overrides(
-    data: dict[str, Any], provenance: Provenance, overrides: Iterable[str]
+    data: dict[str, Any], provenance: Provenance, overrides: Iterable[str] | Mapping[str, Any]
 ) -> list[ConfigIssue]:
-    """Apply each override in order to `data` (in place); returns the ones that could not be."""
+    """Apply each override in order to `data` (in place): `key=value` texts, or a mapping of
+    dotted keys to values given from Python. Returns the ones that could not be applied."""
+    if isinstance(overrides, Mapping):
+        return _apply_python(data, provenance, overrides)
     issues = []
     for text in overrides:
         try:
@@ -29,6 +35,27 @@ def apply_overrides(
                     key=problem.key,
                     code="override",
                     override=text,
+                    expected=problem.expected,
+                    fix=problem.fix,
+                )
+            )
+    return issues
+
+
+def _apply_python(
+    data: dict[str, Any], provenance: Provenance, overrides: Mapping[str, Any]
+) -> list[ConfigIssue]:
+    issues = []
+    for key, value in overrides.items():
+        try:
+            _set(data, provenance, _parse_key(str(key).strip()), value, Source("override", PYTHON_OVERRIDES))
+        except _OverrideProblem as problem:
+            issues.append(
+                ConfigIssue(
+                    problem.message,
+                    key=problem.key or str(key),
+                    code="override",
+                    file=PYTHON_OVERRIDES,
                     expected=problem.expected,
                     fix=problem.fix,
                 )
@@ -65,6 +92,10 @@ def _apply(data: dict[str, Any], provenance: Provenance, text: str) -> None:
             key=key,
             fix="quote the value for the shell, e.g. 'key=[a, b]'",
         ) from None
+    _set(data, provenance, path, value, source)
+
+
+def _set(data: dict[str, Any], provenance: Provenance, path: KeyPath, value: Any, source: Source) -> None:
     written = _first_missing(data, path)  # missing mappings the override creates are its own
     container, last = _parent(data, path, create=True)
     container[last] = value  # type: ignore[index]

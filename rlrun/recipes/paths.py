@@ -28,6 +28,7 @@ from typing import Any
 from rlrun.errors import ConfigIssue
 from rlrun.recipes.keys import KeyPath
 from rlrun.recipes.provenance import Provenance
+from rlrun.user_code import LIVE_PREFIX
 
 DATA_PATH_KEYS: tuple[KeyPath, ...] = (("data", "source"), ("data", "val_source"))
 FILE_PATH_KEYS: tuple[KeyPath, ...] = (("agent", "chat_template"),)  # files, resolved as data files are
@@ -45,8 +46,9 @@ PATH_KEYS = (
     *MODEL_PATH_KEYS,
     *OUTPUT_PATH_KEYS,
 )  # and reward models (`path_slots`)
-# Not files: the built-in generator, the HF hub, shipped models (rlrun.data.sources, rlrun.embedded).
-NOT_PATH_PREFIXES = ("rlrun:", "hf:")
+# Not files: the built-in generator, the HF hub, shipped models (rlrun.data.sources, rlrun.embedded),
+# rows given from Python (rlrun.recipes.python_objects).
+NOT_PATH_PREFIXES = ("rlrun:", "hf:", LIVE_PREFIX)
 # What os.path.expandvars expands: `$NAME` and `${NAME}`.
 _VARIABLE = re.compile(r"\$(?:(\w+)|\{([^}]*)\})")
 

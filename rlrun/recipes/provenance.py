@@ -28,6 +28,8 @@ class Source:
             return f"override {self.override}"
         if self.kind == "default" or self.file is None:
             return self.kind
+        if self.line is None:  # given from Python: no file, no line
+            return f"{self.kind} {self.file}"
         return f"{self.kind} {self.file}:{self.line}"
 
 

@@ -25,6 +25,7 @@ from rlrun.schema.reward import RewardModel
 from rlrun.schema.rollout import VLLM_TEMPERATURE
 from rlrun.tasks.guess_number import DATA_SOURCE as GUESS_NUMBER
 from rlrun.tasks.guess_number import GuessNumberTask
+from rlrun.user_code import ImportPathError, is_live_name
 
 Rule = Callable[[Recipe, Provenance], Iterator[ConfigIssue]]
 ERROR_RULES: list[Rule] = []
@@ -111,6 +112,30 @@ def advantage_needs_critic(recipe: Recipe, provenance: Provenance) -> Iterator[C
             found="critic.enabled: false",
             fix="set `critic.enabled: true`, or use a critic-free estimator such as `grpo`",
         )
+
+
+@error_rule
+def something_scores_the_responses(recipe: Recipe, provenance: Provenance) -> Iterator[ConfigIssue]:
+    agent = recipe.agent
+    environment = agent.enabled and (agent.environment is not None or bool(agent.environments))
+    written = ("reward", "functions", 0) in provenance.sources  # an entry the schema refused is not "none"
+    if not recipe.reward.functions and not written and not environment:
+        yield provenance.issue(
+            ("reward", "functions"),
+            "nothing scores the responses: the list of reward functions is empty",
+            code="no-reward",
+            fix="name a reward function (`reward.functions: [{fn: rlrun:exact_match}]`); an empty list is for "
+            "an agent whose environment scores its episodes (get_reward)",
+        )
+    for i, entry in enumerate(recipe.reward.functions):
+        if getattr(entry, "fn", None) == "rlrun:environment_reward" and not environment:
+            yield provenance.issue(
+                ("reward", "functions", i, "fn"),
+                "rlrun:environment_reward scores an agent's episodes by their environment's get_reward(), and "
+                "this recipe runs no environment",
+                code="no-environment-reward",
+                fix="set `agent.environment` (and `agent.enabled: true`), or remove this reward",
+            )
 
 
 @error_rule
@@ -303,7 +328,8 @@ def data_files_exist(recipe: Recipe, provenance: Provenance) -> Iterator[ConfigI
         if is_split_source(source) or unset_variables(source):  # the unset variable is the error
             continue
         path = ("data", key) if index is None else ("data", key, index)
-        if source.startswith("rlrun:") or not source.endswith(FILE_SUFFIXES):
+        live = is_live_name(source)  # rows given from Python
+        if not live and (source.startswith("rlrun:") or not source.endswith(FILE_SUFFIXES)):
             yield provenance.issue(
                 path,
                 "not a data source rlrun can read",
@@ -312,7 +338,7 @@ def data_files_exist(recipe: Recipe, provenance: Provenance) -> Iterator[ConfigI
                 found=show_value(source),
                 fix="name a data source of one of these kinds",
             )
-        elif not Path(source).is_file():
+        elif not live and not Path(source).is_file():
             yield provenance.issue(
                 path,
                 "the data file does not exist (a relative path starts at the folder of the recipe that "
@@ -329,10 +355,12 @@ def data_files_exist(recipe: Recipe, provenance: Provenance) -> Iterator[ConfigI
                 at_line = f", line {err.line}" if err.line is not None else ""
                 yield provenance.issue(
                     path,
-                    f"the data file {display_path(Path(source))}{at_line}: {err.reason}",
+                    f"the data {source if live else 'file ' + display_path(Path(source))}{at_line}: {err.reason}",
                     code="data-unusable",
-                    fix="correct the data file, or the data keys of the recipe",
+                    fix=f"correct the {'rows' if live else 'data file'}, or the data keys of the recipe",
                 )
+            except ImportPathError as err:  # rows another process was given
+                yield provenance.issue(path, str(err), code="python-object", found=show_value(source))
 
 
 @error_rule

@@ -15,6 +15,7 @@ refused, never guessed at; one that lacks a field of its version is damaged, and
   (2026-11-30), `setup.rollout_engine` (2026-12-01). `tests/records/fixtures/runs/` holds a real
   run of the last three of these formats.
 - Version 2: `record_version`; every field is written from the start (null until known).
+- Version 3: `python_objects`, of the start and of each resume (2026-12-03).
 """
 
 from __future__ import annotations
@@ -91,6 +92,28 @@ class Algorithm(_Record):
     """All of it in a line: `grpo × vanilla × KL in loss (low_var_kl, coef 0.001)`."""
 
 
+class PythonObject(_Record):
+    """A function, a class or data given to the run from Python (`rlrun.load_recipe`), under the name
+    its recipe holds."""
+
+    name: str
+    """The name in the recipe: its import path, or `python-object:<name>` (this process's only)."""
+    kind: str
+    """function, class, object, data (rows given as `data.source` / `data.val_source`) or model
+    (written to the cache folder `name`)."""
+    qualname: str
+    """Its qualified name (`score`, `make.<locals>.score`); data's type (`list`); a model's class."""
+    module: str | None = None
+    """The module that defined it (`__main__`: a script or a notebook)."""
+    rows: int | None = None
+    """Data's number of rows."""
+    sha256: str | None = None
+    """The hash of data's rows (each as JSON with sorted keys, a line), or of a model's written
+    files (each file's name and hash, a line), which names it."""
+    not_reproducible: str | None = None
+    """Why the run's files cannot bring it back (null: its import path does)."""
+
+
 class Resume(_Record):
     """One `rlrun resume` of the run."""
 
@@ -102,6 +125,8 @@ class Resume(_Record):
     """Its command-line overrides."""
     setup: Annotated[Setup | None, Since(2)] = None
     """Where and how it computed."""
+    python_objects: Annotated[list[PythonObject], Since(3)] = Field(default_factory=list)
+    """The Python objects it was given again."""
 
 
 class RunMeta(_Record):
@@ -148,6 +173,8 @@ class RunMeta(_Record):
     """Every resume, oldest first."""
     final_step: Annotated[int | None, Since(2)] = None
     """The last step done when the run last ended (null until it first ends)."""
+    python_objects: Annotated[list[PythonObject], Since(3)] = Field(default_factory=list)
+    """The Python objects the start was given (empty for a recipe of files and import paths)."""
 
 
 def _since(info: Any) -> int:

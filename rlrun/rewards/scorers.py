@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from rlrun.facts.verl_scorers import VERL_SCORERS, verl_scorer
@@ -22,6 +23,18 @@ def exact_match(
 ) -> list[float]:
     """1 when the completion, stripped of surrounding whitespace, equals the ground truth."""
     return [float(c.strip() == str(g).strip()) for c, g in zip(completions, ground_truths)]
+
+
+ENVIRONMENT_REWARD = "environment_reward"  # the episodes' column of their environment's get_reward()
+
+
+@REWARDS.register("rlrun:environment_reward")
+def environment_reward(
+    prompts: list[str], completions: list[str], ground_truths: list[str], environment_reward: list[float]
+) -> list[float | None]:
+    """An agent's episode scored by its environment's get_reward() (TRL's reward of an
+    environment_factory); not applicable (None) to an episode whose environment has none."""
+    return [None if math.isnan(r) else float(r) for r in environment_reward]
 
 
 @REWARDS.register("rlrun:gsm8k")

@@ -110,9 +110,9 @@ class Conversation(Protocol):
     num_rows: int
 
     def sample(self, rows: Sequence[int], sampling: SamplingParams) -> RolloutBatch:
-        """Sample one turn for each of ``rows`` (``sampling.n`` must be 1), in that order, and add
-        the sampled ids (EOS included when emitted) to their contexts. The batch's rows follow
-        ``rows``; its log-probs follow the contract in this module's docstring."""
+        """Sample one turn for each of ``rows`` (distinct; ``sampling.n`` must be 1), in that order,
+        and add the sampled ids (EOS included when emitted) to their contexts. The batch's rows
+        follow ``rows``; its log-probs follow the contract in this module's docstring."""
         ...
 
     def append(self, rows: Sequence[int], token_ids: Sequence[Sequence[int]]) -> None:

@@ -38,6 +38,15 @@ FINISH_MAX_TURNS = "max_turns"  # agent.max_turns reached while the model still 
 FINISH_EPISODE_TOKENS = "episode_tokens"  # no room left for what came next (rollout.max_response_tokens)
 FINISH_ENV_DONE = "env_done"  # a step environment ended the episode
 FINISH_ENV_ERROR = "env_error"  # the environment failed (made, reset, stepped); agent.env_error_reward
+FINISH_REASONS = (
+    FINISH_ANSWERED,
+    FINISH_TRUNCATED,
+    FINISH_MAX_TURNS,
+    FINISH_EPISODE_TOKENS,
+    FINISH_ENV_DONE,
+    FINISH_ENV_ERROR,
+)
+ENV_STAGES = ("create", "reset", "step", "get_reward")  # where an environment can fail
 
 OpenConversation = Callable[[list[list[int]], int], Conversation]
 
@@ -87,7 +96,8 @@ class EpisodeBatch:
     each turn it was given (else empty); `final_rewards`: the environment's `get_reward()` (or
     agent.env_error_reward when it failed; None without one); `finish_reasons` (FINISH_*);
     `transcripts`: the episode as chat messages; `completions`: its text after the prompt;
-    `counters`."""
+    `counters`; `environments`: each row's environment instance (TRL's reward functions read
+    their state)."""
 
     n: int
     prompt_ids: list[list[int]]
@@ -102,6 +112,7 @@ class EpisodeBatch:
     transcripts: list[list[dict[str, Any]]]
     completions: list[str]
     counters: list[EpisodeCounters]
+    environments: list[Any]  # each row's environment instance after its episode (None: none)
 
 
 @dataclass
@@ -432,4 +443,5 @@ def _batch(episodes: list[_Episode], prompt_ids: list[list[int]], agent: AgentSp
         transcripts=[e.transcript for e in episodes],
         completions=[agent.format.decode(e.ids) for e in episodes],
         counters=[e.counters for e in episodes],
+        environments=[e.environment for e in episodes],
     )

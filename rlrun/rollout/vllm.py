@@ -45,6 +45,7 @@ import importlib.metadata
 import inspect
 import logging
 import os
+import random
 import socket
 import sys
 import warnings
@@ -227,6 +228,10 @@ class VLLMRolloutEngine:
                 tensor_parallel_size=tensor_parallel_size,
                 enable_sleep_mode=self._sleep_mode,
                 logprobs_mode="processed_logprobs",
+                # A conversation resubmits each row's whole context every turn: the prefix cache
+                # serves the blocks of it already computed (whole blocks: 128 tokens on the CPU
+                # build). sync_weights empties it, since its keys and values are the old weights'.
+                enable_prefix_caching=True,
                 max_num_seqs=max_batch_samples,
                 max_model_len=max_model_len,
                 enforce_eager=enforce_eager,
@@ -250,18 +255,21 @@ class VLLMRolloutEngine:
         # The trainer seeds and checkpoints torch's RNG, so an unseeded call is reproducible too.
         seed = sampling.seed if sampling.seed is not None else int(torch.randint(2**31 - 1, ()).item())
         prompts, seed, mine = self._pool_tensor_parallel(prompt_ids, seed)
-        params = VllmSamplingParams(
-            n=sampling.n,
-            max_tokens=sampling.max_tokens,
-            min_tokens=sampling.min_tokens,
-            temperature=0.0 if sampling.greedy else sampling.temperature,
-            top_p=1.0 if sampling.greedy else sampling.top_p,
-            top_k=0 if sampling.greedy else sampling.top_k,
-            seed=seed,
-            logprobs=0,  # the sampled token's log-prob only
-            stop_token_ids=self.eos_ids,
-            detokenize=False,
-        )
+        params = [
+            VllmSamplingParams(
+                n=sampling.n,
+                max_tokens=sampling.max_tokens,
+                min_tokens=sampling.min_tokens,
+                temperature=0.0 if sampling.greedy else sampling.temperature,
+                top_p=1.0 if sampling.greedy else sampling.top_p,
+                top_k=0 if sampling.greedy else sampling.top_k,
+                seed=request_seed,
+                logprobs=0,  # the sampled token's log-prob only
+                stop_token_ids=self.eos_ids,
+                detokenize=False,
+            )
+            for request_seed in request_seeds(seed, len(prompts))
+        ]
         outputs = self._run(prompts, params)[mine]
         return rollout_batch(outputs, sampling.n, self.pad_id, self.device)
 
@@ -279,7 +287,7 @@ class VLLMRolloutEngine:
         outputs = self._run(sequences, params)[mine]
         return token_scores(outputs, [len(p) for p in prompt_ids], topk, self.device)
 
-    conversation = resubmitting  # multi-turn: each turn resubmits the rows' contexts
+    conversation = resubmitting  # multi-turn: each turn resubmits the rows' contexts (prefix-cached)
 
     def sync_weights(self, model: torch.nn.Module) -> None:
         """Push ``model``'s weights into vLLM (every rank calls this: gathering is collective)."""
@@ -313,6 +321,14 @@ class VLLMRolloutEngine:
         dist.all_gather_object(pooled, (prompts, seed), group=self._tp_group)
         start = sum(len(p) for p, _ in pooled[: dist.get_rank(self._tp_group)])
         return [p for part, _ in pooled for p in part], pooled[0][1], slice(start, start + len(prompts))
+
+
+def request_seeds(seed: int, count: int) -> list[int]:
+    """A seed per request, drawn from the call's: vLLM seeds each request's sampler alone, so
+    requests with the same token ids and one seed (a conversation's rows of one prompt, each a
+    request of n = 1) would all sample the same tokens."""
+    draw = random.Random(seed)
+    return [draw.randrange(2**31 - 1) for _ in range(count)]
 
 
 # ---- weight sync: what the trainer sends ---------------------------------------------------

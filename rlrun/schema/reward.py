@@ -88,7 +88,9 @@ class OverlongShaping(Section):
 
 
 class Reward(Section):
-    functions: list[RewardEntry] = Field([RewardFunction(fn="rlrun:exact_match")], min_length=1)
-    """The reward functions (and reward models), summed with their weights."""
+    functions: list[RewardEntry] = Field([RewardFunction(fn="rlrun:exact_match")])
+    """The reward functions (and reward models), summed with their weights; with an agent whose
+    environment has get_reward, rlrun:environment_reward x 1 joins them unless listed (TRL's rule),
+    and the list may be empty."""
     overlong_shaping: OverlongShaping = OverlongShaping()
     """DAPO's overlong reward shaping."""

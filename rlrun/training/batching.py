@@ -68,16 +68,18 @@ def plan_minibatches(
     reduce_sum: ReduceSum = _local,
     micro_batch_tokens: int | None = None,
     prompt_width: int = 0,
+    lengths: torch.Tensor | None = None,
 ) -> list[MiniBatch]:
     """One epoch over the rows of `response_mask`: shuffled, cut into mini- then micro-batches.
 
     `mini_batch` and `micro_batch` count this process's rows (the recipe's sample counts
     divided by the number of processes); a last, smaller mini-batch is kept. With
-    `micro_batch_tokens`, micro-batches are cut by padded size instead (`split_by_tokens`)."""
+    `micro_batch_tokens`, micro-batches are cut by padded size instead (`split_by_tokens`) of
+    the rows' `lengths` (default: their tokens in `response_mask`; an episode's are longer)."""
     rows = response_mask.shape[0]
     order = torch.randperm(rows, generator=generator) if shuffle else torch.arange(rows)
     order = order.to(response_mask.device)
-    lengths = response_mask.sum(-1)
+    lengths = response_mask.sum(-1) if lengths is None else lengths
     plan = []
     for mini in order.split(mini_batch):
         kwargs = global_agg_kwargs(

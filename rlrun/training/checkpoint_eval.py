@@ -22,7 +22,7 @@ from transformers.utils import logging as hf_logging
 
 from rlrun.data import load_prompt_datasets
 from rlrun.errors import ConfigIssue, RecipeError
-from rlrun.evaluation import EvalResult, evaluate_recipe
+from rlrun.evaluation import EvalResult, build_agent_spec, evaluate_recipe, reward_functions
 from rlrun.recipes.yaml_io import load_yaml
 from rlrun.records import checkpoint as ckpt
 from rlrun.records.rundir import CHECKPOINTS, META, RESOLVED, holds_run, read_meta
@@ -97,11 +97,12 @@ def evaluate_target(target: EvalTarget, recipe: Recipe) -> tuple[EvalResult, str
                 )
             ]
         )
-    reward = RewardCombiner(recipe.reward.functions)
+    agent = build_agent_spec(recipe, tokenizer)
+    reward = RewardCombiner(reward_functions(recipe, agent))
     device = Accelerator(cpu=on_cpu(recipe)).device
     model = _load_policy(target, recipe).to(device)
     engine = build_rollout_engine(recipe, model, tokenizer)
-    return evaluate_recipe(engine, tokenizer, val_data, recipe, reward), _val_data_name(recipe)
+    return evaluate_recipe(engine, tokenizer, val_data, recipe, reward, agent=agent), _val_data_name(recipe)
 
 
 def _val_data_name(recipe: Recipe) -> str:

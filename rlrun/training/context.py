@@ -16,6 +16,7 @@ from typing import Any
 import torch
 from accelerate import Accelerator
 
+from rlrun.agents.spec import AgentSpec
 from rlrun.algorithms.kl import KLController
 from rlrun.data import PromptDataset, PromptSampler
 from rlrun.registry import ComponentNeeds
@@ -133,6 +134,7 @@ class Generation:
     reward_fn: RewardCombiner
     sampling: SamplingParams  # the recipe's rollout settings
     collector: ExperienceCollector
+    agent: AgentSpec | None  # an agent's tools, environments and format (None: single responses)
 
 
 @dataclass

@@ -1,5 +1,6 @@
-"""One step's experience: prompts → n sampled responses each → rewards (+ overlong shaping),
-with DAPO's dynamic sampling (generate more until enough groups are informative).
+"""One step's experience: prompts → n sampled responses (or an agent's episodes) each → rewards
+(+ overlong shaping), with DAPO's dynamic sampling (generate more until enough groups are
+informative).
 
 Rows are prompt-major: the n responses of group g are rows g*n .. g*n+n-1 (the engine's order),
 and groups are kept or dropped whole, so the group index is always `arange(G).repeat_interleave(n)`.
@@ -9,15 +10,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from functools import partial
 from typing import Any
 
 import torch
 
+from rlrun.agents.spec import AgentSpec
 from rlrun.algorithms.reward_shaping import group_filter, overlong_penalty
 from rlrun.data import PromptDataset, PromptSampler
-from rlrun.rewards import RewardCombiner, RewardOutput, TrlContext
-from rlrun.rollout import FINISH_LENGTH, RolloutEngine, SamplingParams
+from rlrun.rewards import RewardCombiner, RewardOutput
+from rlrun.rollout import RolloutEngine, SamplingParams
+from rlrun.rollout.responses import Episodes, sample_responses
 from rlrun.schema.algorithm import GroupFilter
 from rlrun.schema.reward import OverlongShaping
 from rlrun.training.profiling import Timer
@@ -38,8 +40,10 @@ class Experience:
     scores: torch.Tensor  # (N,) reward after overlong shaping
     reward: RewardOutput  # each function's scores and acc, unshaped
     truncated: torch.Tensor  # (N,) bool: hit max_response_tokens
-    completions: list[str]
+    completions: list[str]  # what the rewards scored (an episode's final answer)
     n: int
+    turn_rewards: torch.Tensor | None = None  # (N, T) a step environment's per-turn rewards
+    episodes: Episodes | None = None  # what an agent's episodes did, row by row
 
     @property
     def index(self) -> torch.Tensor:
@@ -69,10 +73,12 @@ class ExperienceCollector:
         rank: int = 0,
         world: int = 1,
         everywhere: Callable[[bool], bool] = bool,
+        agent: AgentSpec | None = None,
     ):
+        """`agent`: sample an agent's episodes instead of single responses."""
         self.engine, self.tokenizer, self.reward_fn, self.sampling = engine, tokenizer, reward_fn, sampling
         self.dataset, self.sampler = dataset, sampler
-        self.overlong, self.group_filter, self.device = overlong, group_filter, device
+        self.overlong, self.group_filter, self.device, self.agent = overlong, group_filter, device, agent
         self.rank, self.world = rank, world  # data parallelism: each process takes its share of the prompts
         self.everywhere = everywhere  # True on every process when true on all of them (a collective)
         self.frac_zero_std = 0.0  # of the last collection, before any filtering
@@ -120,49 +126,45 @@ class ExperienceCollector:
     def generate(
         self, prompts: list[int], sampling: SamplingParams, seed: int | None = None, *, timer: Timer
     ) -> Experience:
-        """Sample and score `sampling.n` responses for each of the dataset's rows `prompts`."""
+        """Sample and score `sampling.n` responses (or episodes) for each of the dataset's rows
+        `prompts`."""
         data = self.dataset.take(prompts)
         with timer("gen"):
-            rollout = self.engine.generate(data.prompt_ids, replace(sampling, seed=seed))
-        n = sampling.n
-        with timer("reward"):
-            completions = self.tokenizer.batch_decode(rollout.response_ids, skip_special_tokens=True)
-            repeat = partial(_repeat, n=n)  # prompt-major rows
-            reward = self.reward_fn(
-                repeat(data.prompts),
-                completions,
-                repeat(data.ground_truths),
-                context=TrlContext.of_rollout(
-                    rollout.response_ids, rollout.response_mask, repeat(data.messages) if data.chat else None
-                ),
-                **{k: repeat(col) for k, col in data.extra.items()},
+            responses = sample_responses(
+                self.engine, self.tokenizer, data, replace(sampling, seed=seed), agent=self.agent
             )
-            lengths = rollout.response_lengths.to(self.device)
+        with timer("reward"):
+            reward = self.reward_fn(**responses.reward_arguments(data))
             scores = reward.scores.to(self.device)
-            if self.overlong.enabled:
+            if self.overlong.enabled:  # an episode's length: all its tokens, the budget's unit
                 scores = scores + overlong_penalty(
-                    lengths,
+                    responses.response_attention.sum(-1).to(self.device),
                     max_response_length=sampling.max_tokens,
                     buffer_length=self.overlong.buffer_tokens,
                     penalty_factor=self.overlong.penalty_factor,
                 )
         seq = Sequences.build(
-            data.prompt_ids,
-            rollout.response_ids.to(self.device),
-            rollout.response_mask.to(self.device),
+            responses.prompt_ids,
+            responses.response_ids.to(self.device),
+            responses.response_mask.to(self.device),
             pad_id=self.tokenizer.pad_token_id,
-            n=n,
+            n=responses.prompt_rows,
+            response_attention=responses.response_attention.to(self.device),
         )
-        truncated = torch.tensor([f == FINISH_LENGTH for f in rollout.finish_reasons], device=self.device)
+        episodes = responses.episodes
         return Experience(
             prompts=list(prompts),
             seq=seq,
-            rollout_log_probs=rollout.log_probs.to(self.device),
+            rollout_log_probs=responses.log_probs.to(self.device),
             scores=scores,
             reward=reward,
-            truncated=truncated,
-            completions=completions,
-            n=n,
+            truncated=responses.truncated.to(self.device),
+            completions=responses.completions,
+            n=sampling.n,
+            turn_rewards=None
+            if episodes is None
+            else episodes.token_rewards(seq.response_mask.shape[1]).to(self.device),
+            episodes=episodes,
         )
 
     def _informative(self, exp: Experience) -> torch.Tensor:
@@ -188,6 +190,10 @@ def select_groups(exp: Experience, groups: torch.Tensor) -> Experience:
         truncated=exp.truncated[rows],
         completions=[exp.completions[i] for i in rows.tolist()],
         n=exp.n,
+        turn_rewards=None
+        if exp.turn_rewards is None
+        else exp.turn_rewards[rows, : seq.response_mask.shape[1]],
+        episodes=None if exp.episodes is None else exp.episodes.rows(rows.tolist()),
     )
 
 
@@ -210,6 +216,12 @@ def concat(parts: list[Experience]) -> Experience:
         truncated=torch.cat([p.truncated for p in parts]),
         completions=[c for p in parts for c in p.completions],
         n=parts[0].n,
+        turn_rewards=(
+            None
+            if parts[0].turn_rewards is None
+            else torch.cat([pad_response(p.turn_rewards, width) for p in parts])
+        ),
+        episodes=None if parts[0].episodes is None else Episodes.concat([p.episodes for p in parts]),
     )
 
 

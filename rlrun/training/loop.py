@@ -3,9 +3,10 @@
     for step in 1..total_steps:
         for each registered stage that the recipe needs, in order:
             sample            prompts_per_step prompts of the (shuffled, epoch-cycled) train set,
-                              n sampled responses each, scored by the reward functions
-                              (+ DAPO overlong shaping; + dynamic sampling: refill until enough
-                              groups vary)
+                              n sampled responses (an agent's episodes) each, scored by the
+                              reward functions (+ DAPO overlong shaping; + dynamic sampling:
+                              refill until enough groups vary)
+            rollout_callbacks the Python callbacks see the rollout   (rlrun.train(callbacks=...))
             greedy_baseline   the reward of one greedy response per prompt        (ReMax)
             update_parts      the rows of the actor's first-epoch micro-batches, which the
                               scoring passes below reuse            (with a reference or old pass)
@@ -17,8 +18,9 @@
             sum_pi_squared    Σ_v π(v)² per response token     (an estimator that declares it: OTB)
             teacher           the teacher's log-probs or top-k (distillation)
             values            critic values                    (with a critic)
-            token_rewards     score at the last token           — or, with an in-reward KL,
-            kl_rewards        the score at the last token minus β·KL(old‖ref) at every token
+            token_rewards     score at the last sampled token (+ an environment's per-turn rewards
+                              at each turn's last)              — or, with an in-reward KL,
+            kl_rewards        those minus β·KL(old‖ref) at every sampled token
             is_weights        truncated importance weights     (rollout.importance_sampling)
             advantages        the estimator(rewards, groups, values, baselines, what else it
                               declared, algorithm.advantage_kwargs) over all processes' rows
@@ -31,6 +33,7 @@
                               advances in the update)
             sync_weights      the new weights to the rollout engine
             batch_metrics     what the batch looked like
+            episode_metrics   what an agent's episodes did: turns, calls, errors, endings
         stop (nothing of the step saved) if the weights blew up or the logits are no longer finite
 
 Each stage declares where it registers when it runs and what it reads and writes

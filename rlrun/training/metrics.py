@@ -42,9 +42,8 @@ def batch_metrics(
     values: torch.Tensor | None,
 ) -> dict[str, float]:
     """What the step's batch looked like, under verl's metric names."""
-    mask = exp.seq.response_mask
-    valid = mask.bool()
-    lengths = mask.sum(-1)
+    valid = exp.seq.response_mask.bool()
+    lengths = exp.seq.response_attention.sum(-1).float()  # verl's: an episode's every token
     prompt_lengths = exp.seq.attention_mask.sum(-1) - lengths
     adv = advantages[valid]
     out = {
@@ -73,16 +72,21 @@ def batch_metrics(
 
 
 def sample_rows(exp: Experience, dataset: PromptDataset, limit: int) -> list[dict[str, Any]]:
-    """Up to `limit` completions of the step with their prompt, answer and reward."""
+    """Up to `limit` completions of the step with their prompt, answer and reward; an episode's
+    with how it ended and its transcript (the model's turns and calls, the results and
+    observations)."""
     rows = range(min(limit, exp.num_rows))
     prompts = dataset.take([exp.prompts[i // exp.n] for i in rows])
-    return [
-        {
+    samples = []
+    for j, i in enumerate(rows):
+        sample = {
             "prompt": prompts.prompts[j],
             "completion": exp.completions[i],
             "ground_truth": prompts.ground_truths[j],
             "reward": float(exp.scores[i]),
             "acc": float(exp.reward.acc[i]),
         }
-        for j, i in enumerate(rows)
-    ]
+        if exp.episodes is not None:
+            sample |= {"finish": exp.episodes.finish_reasons[i], "transcript": exp.episodes.transcripts[i]}
+        samples.append(sample)
+    return samples

@@ -89,6 +89,7 @@ def minibatch_plan(ctx: StepContext, seq: Sequences, generator: torch.Generator)
         reduce_sum=ctx.group.sum,
         micro_batch_tokens=r.actor.micro_batch_tokens,
         prompt_width=seq.prompt_width,
+        lengths=seq.response_attention.sum(-1),
     )
 
 

@@ -67,14 +67,15 @@ def pack(
     *,
     input_ids: torch.Tensor,
     attention_mask: torch.Tensor,
-    response_mask: torch.Tensor,
+    response_attention: torch.Tensor,
     prompt_index: torch.Tensor,
     pad_id: int,
     dtype: torch.dtype,
 ) -> PackedLayout:
     """The packed layout of N rows `prompt (left-padded to P) + response (right-padded to T)`
     (`Sequences`' tensors); rows with equal `prompt_index` form one group. Responses must be
-    contiguous from their first column (as sampled: up to and including EOS); `dtype` is the
+    contiguous from their first column (`response_attention`: as sampled, up to and including
+    EOS, or an episode's every token); `dtype` is the
     attention bias's (the model's activations').
 
     Groups are laid out one after another in packed rows as wide as the longest group, filled
@@ -82,7 +83,7 @@ def pack(
     sizes is not padded to its largest; a query sees only its own group."""
     device = input_ids.device
     n_rows, width = input_ids.shape
-    T = response_mask.shape[1]
+    T = response_attention.shape[1]
     P = width - T
     groups, group = torch.unique(prompt_index, return_inverse=True)
     G = len(groups)
@@ -90,7 +91,7 @@ def pack(
         0, group, torch.arange(n_rows, device=device), "amin"
     )
     prompt_len = attention_mask[first_row, :P].sum(-1)  # (G,)
-    response_len = response_mask.sum(-1).long()  # (N,)
+    response_len = response_attention.sum(-1).long()  # (N,)
     group_len = prompt_len.scatter_add(0, group, response_len)  # (G,)
     S = int(group_len.max())
     row_of_group, group_start = _first_fit_decreasing(group_len.tolist(), S)

@@ -12,7 +12,7 @@ import os
 import shlex
 import socket
 import statistics
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
@@ -27,8 +27,9 @@ from rlrun.errors import ConfigIssue, RecipeError
 from rlrun.interrupt import StopRequests
 from rlrun.pathnames import folder_problem
 from rlrun.recipes import LoadedRecipe, algorithm_summary, load_recipe
+from rlrun.recipes.yaml_io import parse_document, read_text
 from rlrun.records import checkpoint as ckpt
-from rlrun.records.record import Resume, RunMeta, Setup
+from rlrun.records.record import PythonObject, Resume, RunMeta, Setup
 from rlrun.records.rundir import (
     META,
     RESOLVED,
@@ -46,6 +47,7 @@ from rlrun.records.rundir import (
 from rlrun.records.sinks import MetricsLogger, Say, Sink, open_sinks, wandb_run_id
 from rlrun.records.stalls import StallWatch
 from rlrun.training.allocator import keep_freed_memory
+from rlrun.training.callbacks import Callback, Callbacks, RunState, in_force
 from rlrun.training.experience import Experience
 from rlrun.training.loop import (
     SAMPLING_NON_FINITE,
@@ -59,6 +61,7 @@ from rlrun.training.metrics import sample_rows
 from rlrun.training.profiling import profiled_steps
 from rlrun.training.session import Session, TrainState, locked_changes, on_cpu
 from rlrun.training.sharding import gathered
+from rlrun.user_code import LIVE_PREFIX
 
 SAMPLES_PER_LOG = 16  # completions written to samples.jsonl / the W&B table each time
 # Below this many parameters a CPU run uses one intra-op thread: it is nearly as fast as several
@@ -129,6 +132,14 @@ def slow_step_note(step: int, seconds: float, earlier: list[float]) -> str | Non
     )
 
 
+def python_objects(loaded: LoadedRecipe) -> list[PythonObject]:
+    """What meta.json records of the Python objects the recipe was given."""
+    return [
+        PythonObject(name=name, not_reproducible=passed.not_reproducible, **passed.description)
+        for name, passed in loaded.objects.items()
+    ]
+
+
 class RunFinished(Exception):
     """`resume` of a run that already trained all its steps: nothing to do (the message says why)."""
 
@@ -157,6 +168,11 @@ def check_resume(run_dir: Path, loaded: LoadedRecipe) -> None:
         raise RunFinished(note)
     resolved = run_dir / RESOLVED
     if resolved.is_file():
+        # Data given from Python is named by its content: other rows are another name, which the
+        # run's own recipe, read next, could not even resolve in this process.
+        raw, _, _ = parse_document(read_text(resolved, "recipe", str(resolved)), str(resolved))
+        if issues := [i for i in locked_changes(raw, loaded.data) if LIVE_PREFIX in f"{i.expected}{i.found}"]:
+            raise RecipeError(issues)
         # The run's recipe as this rlrun resolves it: a key the rlrun that started the run did
         # not have yet reads as its default (the behaviour before the key) on both sides.
         issues = locked_changes(load_recipe(resolved, [], run_record=True).data, loaded.data)
@@ -198,7 +214,7 @@ class Run:
             start_wall = wall_time_at(self.dir.metrics_file, session.counters.step)
         if self.main:
             if not options.resume:
-                self.dir.write_recipe(loaded.source_path.read_text(), loaded.data, overrides)
+                self.dir.write_recipe(loaded.source_text, loaded.data, overrides)
             self.sinks = open_sinks(
                 self.recipe.logging,
                 self.dir,
@@ -249,11 +265,16 @@ class Run:
                 overrides=overrides,
                 wandb_run_id=wandb_run_id(self.sinks),
                 heartbeat=now,
+                python_objects=python_objects(loaded),
                 **alive,
             )
         meta = self.dir.read_meta()
         resumed = Resume(
-            time=now, from_step=self.session.counters.step, overrides=overrides, setup=self._setup()
+            time=now,
+            from_step=self.session.counters.step,
+            overrides=overrides,
+            setup=self._setup(),
+            python_objects=python_objects(loaded),
         )
         return updated(
             meta,
@@ -461,12 +482,29 @@ def start_run(
 
 
 def train(
-    loaded: LoadedRecipe, options: RunOptions, *, say: Say = print, overrides: list[str] | None = None
+    loaded: LoadedRecipe,
+    options: RunOptions,
+    *,
+    say: Say = print,
+    overrides: list[str] | None = None,
+    callbacks: Sequence[Callback] = (),
 ) -> Run:
-    """Run (or resume) the recipe to `trainer.total_steps`; returns the finished run."""
-    run = start_run(loaded, options, say, list(overrides or []))
-    s, total = run.session, loaded.recipe.trainer.total_steps
+    """Run (or resume) the recipe to `trainer.total_steps`, calling `callbacks` at their events
+    (`training.callbacks`); returns the finished or stopped run."""
+    hooks = Callbacks(callbacks)
+    with in_force(hooks):  # before the session is built: its pipeline runs the rollout stage
+        run = start_run(loaded, options, say, list(overrides or []))
+        _train_steps(run, hooks)
+    hooks.state.status = run.status
+    hooks.dispatch("train_end")
+    return run
+
+
+def _train_steps(run: Run, hooks: Callbacks) -> None:
+    s, total = run.session, run.recipe.trainer.total_steps
+    hooks.state = RunState(run.dir.path, s.counters.step, total, _stops=run.stops)
     with run.supervise(), profiled_steps(run.profile_dir, s.group.rank) as step_done:
+        hooks.dispatch("train_start")
         if s.counters.step == 0:
             run.log(0, s.evaluate())  # the starting point every curve is compared with
         with gathered(s.models.policy):
@@ -493,6 +531,7 @@ def train(
             run.log(step, metrics, experience)
             if run.checkpoint_due(step):
                 run.checkpoint()
-            if run.stops.agree():  # Ctrl-C: the step is complete, the run stops here
+            hooks.state.step = step
+            hooks.dispatch("step_end", dict(metrics))  # a copy: a callback cannot change what was logged
+            if run.stops.agree():  # Ctrl-C, or a callback's stop: the step is complete, the run stops here
                 break
-    return run

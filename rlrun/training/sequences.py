@@ -17,24 +17,32 @@ import torch
 
 from rlrun.algorithms.masked import entropy_from_logits
 from rlrun.data.padding import left_pad
-from rlrun.shared_prefix import base_model, cache_keyword, prefill, prompt_positions
+from rlrun.shared_prefix import base_model, cache_keyword, prefill, prompt_positions, takes_4d_mask
 from rlrun.training.batching import split_by_tokens
 from rlrun.training.packing import PackedLayout, pack
 
 
 @dataclass
 class Sequences:
-    """N rows of `prompt (left-padded to P) + response (right-padded to T)`."""
+    """N rows of `prompt (left-padded to P) + response (right-padded to T)`. An agent's episode
+    is a response whose tokens are the model's turns and, between them, what tools and
+    environments answered: `attention_mask` covers every token, `response_mask` only those the
+    policy sampled (what trains; for a single-turn response, the same tokens)."""
 
     input_ids: torch.Tensor  # (N, P+T) long
-    attention_mask: torch.Tensor  # (N, P+T) long
-    response_mask: torch.Tensor  # (N, T) float32, 1 on response tokens
+    attention_mask: torch.Tensor  # (N, P+T) long, 1 on every prompt and response token
+    response_mask: torch.Tensor  # (N, T) float32, 1 on the response tokens the policy sampled
     prompt_index: torch.Tensor  # (N,) long: rows with equal values continue the same prompt
     pad_id: int = 0
 
     @property
     def response_ids(self) -> torch.Tensor:
         return self.input_ids[:, -self.response_mask.shape[1] :]
+
+    @property
+    def response_attention(self) -> torch.Tensor:
+        """(N, T) 1 on every response token, sampled or not (contiguous from the first column)."""
+        return self.attention_mask[:, self.prompt_width :]
 
     @property
     def prompt_width(self) -> int:
@@ -52,15 +60,18 @@ class Sequences:
         response_mask: torch.Tensor,
         pad_id: int,
         n: int = 1,
+        response_attention: torch.Tensor | None = None,
     ) -> Sequences:
         """G prompts (token ids), each answered by the `n` consecutive rows of the (G·n, T)
-        `response_ids`/`response_mask`. Prompts are padded once, then repeated."""
+        `response_ids`/`response_mask`; `response_attention`: every response token, where it
+        covers more than the sampled ones (an episode's). Prompts are padded once, then repeated."""
+        attention = response_mask if response_attention is None else response_attention
         prompts, prompt_mask = left_pad(prompt_ids, pad_id)
         device = response_ids.device
         return cls(
             input_ids=torch.cat([prompts.repeat_interleave(n, 0).to(device), response_ids], 1),
             attention_mask=torch.cat(
-                [prompt_mask.repeat_interleave(n, 0).to(device), response_mask.long()], 1
+                [prompt_mask.repeat_interleave(n, 0).to(device), attention.long().to(device)], 1
             ),
             response_mask=response_mask.float(),
             prompt_index=torch.arange(len(prompt_ids), device=device).repeat_interleave(n),
@@ -166,25 +177,6 @@ def response_logits(model: torch.nn.Module, seq: Sequences, *, padding_free: boo
     return torch.cat([first[rows].unsqueeze(1), out.logits[:, :-1]], 1).float()
 
 
-def packs(model: torch.nn.Module) -> bool:
-    """Whether the model computes the packed layout exactly. It needs a custom 4D attention
-    mask passed through unchanged: transformers' sdpa and eager attention take one (4.51's
-    `_update_causal_mask` and 5.x's `create_causal_mask` return a 4D mask as given), while
-    flash attention ignores it and flex attention wants a BlockMask. A sliding window would be
-    dropped with the model's own mask, so such models keep the padded layout too, as do models
-    outside transformers' own classes."""
-    inner = base_model(model)
-    config = inner.config
-    window = getattr(config, "sliding_window", None) is not None and getattr(
-        config, "use_sliding_window", True
-    )
-    full = all(kind == "full_attention" for kind in getattr(config, "layer_types", None) or [])
-    # Remote code may prepare its mask its own way; ALiBi models build their biases from a 2D mask.
-    library = type(getattr(inner, "backbone", inner)).__module__.startswith("transformers.")
-    alibi = getattr(config, "alibi", False) or getattr(config, "model_type", None) in ("bloom", "mpt")
-    return config._attn_implementation in ("sdpa", "eager") and not (window or alibi) and full and library
-
-
 @dataclass(frozen=True)
 class LayoutPlan:
     """How one forward call lays its rows out: packed (`layout`), else padded, rows whole or
@@ -203,7 +195,7 @@ def _layout_plan(
     shared_cost: float,
     whole: bool,
 ) -> LayoutPlan:
-    """The cheaper layout by `forward_cost`: packed where the model takes it (`packs`) and it
+    """The cheaper layout by `forward_cost`: packed where the model takes it (`takes_4d_mask`) and it
     costs less than the padded one (responses near full length pack into little less, while a
     packed row's attention spans whole groups), and a batch without any response token has
     nothing to read packed.
@@ -213,11 +205,11 @@ def _layout_plan(
     the processes agree, in one all-reduce: rows whole if any must, packed if the costs summed
     over the processes say so."""
     layout = None
-    if padding_free and packs(model):
+    if padding_free and takes_4d_mask(model):
         layout = pack(
             input_ids=seq.input_ids,
             attention_mask=seq.attention_mask,
-            response_mask=seq.response_mask,
+            response_attention=seq.response_attention,
             prompt_index=seq.prompt_index,
             pad_id=seq.pad_id,
             # the dtype transformers gives its own masks: the input embeddings'
@@ -361,7 +353,7 @@ def forward_batched(
     if chunk_tokens is None:
         return forward_in_parts(fn, seq=seq, parts=rows.split(chunk))
     parts = split_by_tokens(
-        rows, seq.response_mask.sum(-1), budget=chunk_tokens, prompt_width=seq.prompt_width
+        rows, seq.response_attention.sum(-1), budget=chunk_tokens, prompt_width=seq.prompt_width
     )
     return forward_in_parts(fn, seq=seq, parts=parts)
 

@@ -24,7 +24,7 @@ from rlrun.algorithms.kl import AdaptiveKLController, FixedKLController
 from rlrun.algorithms.registries import ADVANTAGES, DISTILLATION_LOSSES, POLICY_LOSSES
 from rlrun.data import PromptDataset, PromptSampler, load_prompt_datasets
 from rlrun.errors import ConfigIssue, RecipeError
-from rlrun.evaluation import evaluate_recipe
+from rlrun.evaluation import build_agent_spec, evaluate_recipe, reward_functions
 from rlrun.recipes.batch_plan import schedule_steps
 from rlrun.records import checkpoint as ckpt
 from rlrun.rewards import RewardCombiner
@@ -221,7 +221,10 @@ class Session:
         that samples and scores each step's experience."""
         r = self.recipe
         engine = build_rollout_engine(r, self.models.unwrapped_policy, tokenizer)
-        reward_fn = RewardCombiner(r.reward.functions, answer_key=r.data.answer_key, chat=train_data.chat)
+        agent = build_agent_spec(r, tokenizer)
+        reward_fn = RewardCombiner(
+            reward_functions(r, agent), answer_key=r.data.answer_key, chat=train_data.chat
+        )
         sampling = SamplingParams.from_rollout(r.rollout)
         collector = ExperienceCollector(
             engine=engine,
@@ -236,8 +239,11 @@ class Session:
             rank=self.group.rank,
             world=self.group.size,
             everywhere=self.group.all,
+            agent=agent,
         )
-        return Generation(tokenizer, train_data, val_data, prompts, engine, reward_fn, sampling, collector)
+        return Generation(
+            tokenizer, train_data, val_data, prompts, engine, reward_fn, sampling, collector, agent
+        )
 
     def _frozen(self, path: str) -> torch.nn.Module:
         model = load_causal_lm(
@@ -261,7 +267,9 @@ class Session:
             return {}
         start = time.perf_counter()
         with gathered(self.models.policy):
-            result = evaluate_recipe(g.engine, g.tokenizer, g.val_data, self.recipe, g.reward_fn)
+            result = evaluate_recipe(
+                g.engine, g.tokenizer, g.val_data, self.recipe, g.reward_fn, agent=g.agent
+            )
         return result.metrics() | {"timing_s/eval": time.perf_counter() - start}
 
     # --- checkpointed state ---------------------------------------------------------------

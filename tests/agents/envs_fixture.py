@@ -109,3 +109,26 @@ class NoReset:
             x: X.
         """
         return x
+
+
+class SeededText(Counter):
+    """Its reset text depends on the episode's seed: the rows of one prompt start apart."""
+
+    def reset(self, seed: int, **kwargs) -> str | None:
+        return f"Seed {seed % 7}."
+
+
+class Recheck:
+    """A step environment on the arithmetic task's rows that adds nothing to the prompt: a right
+    answer ends the episode with reward 1, a wrong one is told "No." and may be tried again."""
+
+    def __init__(self) -> None:
+        self.answer = ""
+
+    def reset(self, answer: str = "", **row: object) -> None:
+        self.answer = str(answer)
+
+    def step(self, action: str) -> tuple[str | None, float, bool]:
+        if action.strip() == self.answer:
+            return None, 1.0, True
+        return "No.", 0.0, False

@@ -71,3 +71,28 @@ def test_bfloat16_losses_accumulate_in_float32():
     loss = torch.full((4, 1000), 0.1, dtype=torch.bfloat16)
     assert agg_loss(loss, torch.ones(4, 1000), "token-mean").item() == pytest.approx(0.1, rel=1e-2)
     assert agg_loss(loss, torch.ones(4, 1000), "token-mean").dtype == torch.float32
+
+
+# An agent's episode: the model's turns are trained, the tool results and observations between
+# them are not (mask holes). Row 0: turn [1, 2], a result (50, 60), turn [3]; row 1: turn [4],
+# an observation (70), turn [5, 6] cut by padding; row 2: one turn [7].
+EPISODE_LOSS = torch.tensor(
+    [[1.0, 2.0, 50.0, 60.0, 3.0], [4.0, 70.0, 5.0, 6.0, NAN], [7.0, NAN, NAN, NAN, NAN]]
+)
+EPISODE_MASK = torch.tensor([[1, 1, 0, 0, 1], [1, 0, 1, 1, 0], [1, 0, 0, 0, 0]])
+
+
+@pytest.mark.parametrize(
+    ("mode", "expected"),
+    [
+        ("token-mean", (1 + 2 + 3 + 4 + 5 + 6 + 7) / 7),
+        ("token-sum", 28.0),
+        ("seq-mean-token-sum", (6 + 15 + 7) / 3),
+        ("seq-mean-token-sum-norm", (6 + 15 + 7) / 3 / 5),  # ÷ T: the episode's width, holes included
+        ("seq-mean-token-mean", (6 / 3 + 15 / 3 + 7 / 1) / 3),  # each episode's own sampled tokens
+    ],
+)
+def test_an_episodes_results_and_observations_never_count_hand_computed(mode, expected):
+    assert agg_loss(EPISODE_LOSS, EPISODE_MASK, mode).item() == pytest.approx(expected)
+    anything = EPISODE_LOSS.masked_fill(EPISODE_MASK == 0, 1e6)  # what sits in the holes: irrelevant
+    assert agg_loss(anything, EPISODE_MASK, mode).item() == pytest.approx(expected)

@@ -116,6 +116,28 @@ def test_metric_selection_by_glob(two_runs):
     assert set(KEY_METRICS) >= {"val/accuracy", "actor/grad_norm", "perf/throughput"}
 
 
+def test_an_agents_episode_metrics_are_shown_by_default(make_run, steps):
+    """A run of episodes shows what they did beside the usual rows; single-turn runs lack them."""
+    agent = make_run(
+        "agent",
+        steps(
+            3,
+            {
+                "critic/score/mean": 0.5,
+                "episode/turns/mean": 1.5,
+                "episode/tool_errors/mean": 0.1,
+                "timing_s/tools": 0.2,
+            },
+        ),
+    )
+    assert select_metrics([load_run(str(agent))]) == [
+        "critic/score/mean",
+        "episode/turns/mean",
+        "episode/tool_errors/mean",
+        "timing_s/tools",
+    ]
+
+
 @pytest.mark.parametrize(
     ("metric", "direction"),
     [
@@ -133,6 +155,10 @@ def test_metric_selection_by_glob(two_runs):
         ("response_length/mean", None),
         ("val/response_length/mean", None),
         ("val/reward/tiny-reward/mean", "higher"),
+        ("episode/tool_errors/mean", "lower"),
+        ("episode/tool_errors/bad_json", "lower"),
+        ("episode/env_errors/step", "lower"),
+        ("episode/turns/mean", None),
     ],
 )
 def test_better_direction(metric, direction):

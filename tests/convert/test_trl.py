@@ -3,9 +3,11 @@ refused naming the key (exit code 2)."""
 
 import math
 import textwrap
+from pathlib import Path
 
 import pytest
 import torch
+import yaml
 from typer.testing import CliRunner
 
 from rlrun.algorithms.kl import kl_penalty
@@ -297,7 +299,14 @@ def test_every_key_has_one_rule():
             "def mine(completions, **kw): ...\nGRPOTrainer(args=GRPOConfig(), reward_funcs=[mine])",
             "`mine` is defined in the script",
         ),
-        ("GRPOTrainer(args=GRPOConfig(), tools=[search])", "GRPOTrainer\\(tools=\\[search\\]\\)"),
+        (
+            "GRPOTrainer(args=GRPOConfig(), tools=[search])",
+            "GRPOTrainer\\(tools=\\[search\\]\\)`: TRL's tools are Python functions.*`agent.tools: \\[pkg.module:function\\]`",
+        ),
+        (
+            "GRPOTrainer(args=GRPOConfig(), environment_factory=Wordle)",
+            "environment_factory=Wordle\\)`: .* `agent.environment: pkg.module:Class`",
+        ),
     ],
 )
 def test_python_scripts_are_read_by_their_syntax(tmp_path, script, outcome):
@@ -434,3 +443,38 @@ def test_a_recipe_that_does_not_validate_leaves_no_file(config):
     assert result.exit_code == 2 and "cannot import module 'nowhere'" in " ".join(result.output.split())
     assert "the recipe above (not written to out/r.yaml)" in result.output
     assert not (config.parent / "out").exists()
+
+
+@pytest.mark.parametrize(("iterations", "turns"), [(0, 1), (3, 4), (25, 26)])
+def test_max_tool_calling_iterations_is_one_turn_fewer_than_max_turns(iterations, turns):
+    # TRL 1.16 _tool_call_loop: `while idxs_with_tool and iteration_num < max_tool_calling_iterations`
+    # runs the tools after each of the first `iterations` turns, so the model acts iterations + 1 times
+    conversion = convert(
+        {**BASICS, "max_steps": 10, "max_tool_calling_iterations": iterations, "max_completion_length": 512},
+        "x.yaml",
+    )
+    assert conversion.recipe["agent"] == {"max_turns": turns}  # the agent stays off: no tools here
+    (row,) = [r for r in conversion.rows if r.key == "max_tool_calling_iterations"]
+    assert (row.kind, row.rlrun_key, row.rlrun_value) == ("converted", "agent.max_turns", turns)
+    (note,) = [n for n in conversion.notes if "max_tool_calling_iterations" in n]
+    assert "TRL's tools= and environment_factory= are Python objects" in note
+    assert "agent.max_turn_tokens: 512" in note
+
+
+def test_an_unset_max_tool_calling_iterations_writes_no_agent():
+    conversion = convert({**BASICS, "max_steps": 10}, "x.yaml")
+    assert "agent" not in conversion.recipe
+    assert not any("max_tool_calling_iterations" in n for n in conversion.notes)
+
+
+def test_a_negative_max_tool_calling_iterations_is_refused():
+    with pytest.raises(ConvertError, match="`max_tool_calling_iterations: -1` .* 0 or more"):
+        recipe_of({"max_steps": 10, "max_tool_calling_iterations": -1})
+
+
+def test_the_converted_max_turns_validates(config):
+    text = config.read_text() + "max_tool_calling_iterations: 2\n"
+    config.write_text(text)
+    result = CliRunner().invoke(app, ["convert", "trl", str(config), "-o", "out.yaml"])
+    assert result.exit_code == 0, result.output  # the command validates what it writes
+    assert yaml.safe_load(Path("out.yaml").read_text())["agent"] == {"max_turns": 3}

@@ -66,7 +66,7 @@ SCRIPT_REWARD = "is defined in the script, which rlrun does not run"
 NO_DATASET = "`dataset_name: None` cannot be converted"
 RLOO = "a TRL RLOO config. TRL's RLOO trainer takes a sequence-level ratio"
 SFT = "a TRL SFT config"
-TRAINER_ONLY = "rlrun's trainer takes the model, the data, the reward functions and the config only"
+ENVIRONMENT = "environment_factory=spec.environment_factory\\)`: TRL's environment_factory is a Python class.*agent.environment"
 REFUSED = {
     "clis_grpo_4.yaml": "`datasets: .*` cannot be converted: rlrun reads one data source",
     **{f"clis_rloo_{n}.yaml": RLOO for n in range(1, 5)},
@@ -82,13 +82,13 @@ REFUSED = {
     "docs_grpo_trainer_8.py.txt": f"`format_reward` {SCRIPT_REWARD}",
     "docs_grpo_trainer_9.py.txt": f"`reward_func` {SCRIPT_REWARD}",
     "docs_gspo_token_1.py.txt": EXCERPT,
-    "docs_harbor_1.py.txt": TRAINER_ONLY,
+    "docs_harbor_1.py.txt": ENVIRONMENT,
     "docs_liger_kernel_integration_1.py.txt": EXCERPT,
     "docs_lora_without_regret_1.py.txt": "GRPOTrainer\\(peft_config=peft_config\\)",
     "docs_openenv_1.py.txt": f"`reward_func` {SCRIPT_REWARD}",
     "docs_openenv_2.py.txt": NO_DATASET,
     "docs_openenv_3.py.txt": f"`reward_func` {SCRIPT_REWARD}",
-    "docs_openreward_1.py.txt": TRAINER_ONLY,
+    "docs_openreward_1.py.txt": ENVIRONMENT,
     "docs_paper_index_1.py.txt": NO_DATASET,
     "docs_paper_index_2.py.txt": f"`accuracy_reward` {SCRIPT_REWARD}",
     "docs_paper_index_3.py.txt": NO_DATASET,

@@ -611,11 +611,13 @@ def test_the_documented_convert_command(tmp_path, monkeypatch):
     """docs/coming-from-verl-trl.md's `rlrun convert verl` command, exactly as written, in a fresh
     clone's folders (examples/, recipes/) with nothing in $HOME: its overrides point the run at
     the shipped GSM8K sample."""
-    from tests.test_docs import commands_in
+    from tests.test_docs import docs
 
     repo = Path(__file__).resolve().parents[2]
     page = (repo / "docs" / "coming-from-verl-trl.md").read_text()
-    (command,) = [c for c in commands_in(page) if c.startswith("rlrun convert verl ")]
+    (command,) = [
+        s.command for s in docs.read_page(page) if (s.command or "").startswith("rlrun convert verl ")
+    ]
     for folder in ("examples", "recipes"):
         shutil.copytree(repo / folder, tmp_path / folder)
     monkeypatch.setenv("HOME", str(tmp_path / "home"))  # no ~/data/gsm8k

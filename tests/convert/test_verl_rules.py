@@ -151,7 +151,7 @@ def test_clip_ratio_alone_keeps_verls_explicit_bounds(data):
         ("data.truncation", "right", "keeps a prompt's first tokens"),
         ("critic.optim.lr_warmup_steps_ratio", 0.05, "constant learning rate"),
         ("algorithm.filter_groups.metric", "seq_final_reward", "includes the KL penalty"),
-        ("actor_rollout_ref.rollout.multi_turn.enable", True, "multi-turn"),
+        ("actor_rollout_ref.rollout.multi_turn.interaction_config_path", "i.yaml", "an interaction"),
     ],
 )
 def test_what_rlrun_cannot_honour_is_refused_with_key_value_and_reason(data, key, value, reason):

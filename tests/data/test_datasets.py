@@ -297,3 +297,16 @@ def test_a_byte_order_mark_at_the_start_of_a_json_file_is_not_data(tmp_path, suf
     path.write_bytes(b"\xef\xbb\xbf" + text.encode())
     assert load_file(path) == [record]
     check_data_file(str(path), prompt_key="prompt", answer_key="answer")
+
+
+def test_rows_given_from_python_read_as_a_file_s_records_while_given():
+    from rlrun.data.sources import read_columns
+    from rlrun.user_code import ImportPathError, live_objects
+
+    rows = [{"prompt": "1+1=", "answer": "2"}, {"prompt": "2+3=", "answer": "5"}]
+    with live_objects({"python-object:data-x": rows}):
+        loaded = load_file("python-object:data-x")
+        assert loaded == rows and loaded[0] is not rows[0]  # a copy: the run may change it
+        assert read_columns("python-object:data-x") == ({"prompt", "answer"}, rows[0])
+    with pytest.raises(ImportPathError, match="pass the object again"):
+        load_file("python-object:data-x")

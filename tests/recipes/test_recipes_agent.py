@@ -57,7 +57,8 @@ def test_a_valid_agent_recipe_and_its_episode_plan(write, head):
         f"  tools: [rlrun:calculator]\n  environment: {ENVS}:Counter\n  max_turns: 3\n  max_turn_tokens: 16\n",
     )
     loaded = load_recipe(path)
-    assert loaded.notices == []
+    # Counter has get_reward: it scores the episodes beside reward.functions, as TRL's would
+    assert [(n.code, n.key) for n in loaded.notices] == [("agent-environment-reward", "agent.environment")]
     plan = episode_plan(loaded.recipe)
     assert (plan.episodes, plan.max_turns, plan.max_turn_tokens, plan.max_episode_tokens) == (128, 3, 16, 64)
     assert plan.max_sampled_tokens == 48  # 3 turns x 16 tokens, within the 64 of the episode
@@ -214,11 +215,22 @@ def test_a_tokenizer_that_cannot_write_the_plain_format_is_refused(write, errors
     load_recipe(write("step.yaml", f"extends: grpo\nagent:\n  enabled: true\n  environment: {ENVS}:Guess\n"))
 
 
-def test_train_resume_and_eval_refuse_episodes_until_the_training_step_runs_them(write, tmp_path):
-    path = write("guess.yaml", f"extends: grpo\nagent:\n  enabled: true\n  environment: {ENVS}:Guess\n")
-    for args in (["train", str(path)], ["eval", "rlrun:tiny-base", "--recipe", str(path)]):
-        result = CliRunner().invoke(app, args)
-        assert result.exit_code == 2, result.output
-        text = " ".join(result.output.replace("│", " ").split())
-        assert "not yet run by `rlrun train`, `resume` or `eval`" in text
-    assert not (tmp_path / "runs").exists()
+def test_rewards_may_be_left_to_the_environment_only_when_it_has_get_reward(write, head, errors):
+    no_reward = "reward:\n  functions: []\n"
+    scored = write(
+        "scored.yaml", head + no_reward + f"agent:\n  enabled: true\n  environment: {ENVS}:Counter\n"
+    )
+    assert not [n for n in load_recipe(scored).notices if n.code == "no-reward"]
+    unscored = write(
+        "unscored.yaml", head + no_reward + f"agent:\n  enabled: true\n  environment: {ENVS}:Guess\n"
+    )
+    assert [(i.code, i.key) for i in errors(unscored)] == [("no-reward", "reward.functions")]
+
+
+def test_an_estimator_that_compares_positions_is_refused_for_episodes(write, head, errors):
+    path = write(
+        "otb.yaml",
+        head + "algorithm:\n  advantage: optimal_token_baseline\nagent:\n  enabled: true\n"
+        "  tools: [rlrun:calculator]\n",
+    )
+    assert [(i.code, i.key) for i in errors(path)] == [("agent-estimator", "algorithm.advantage")]

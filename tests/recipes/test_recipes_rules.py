@@ -332,7 +332,7 @@ def test_other_invalid_values(write, errors):
     issues = errors("r.yaml")
     assert [(i.code, i.key, i.line, i.expected) for i in issues] == [
         ("invalid-value", "model.path", 3, "at least 1 character"),
-        ("invalid-value", "reward.functions", 5, "at least 1 item"),
+        ("no-reward", "reward.functions", 5, None),  # nothing scores the responses
     ]
 
 
@@ -487,3 +487,9 @@ def test_lora_under_fsdp2_is_refused_at_any_process_count(write, only_error):
     issue = only_error("r.yaml")
     assert (issue.key, issue.code, issue.line) == ("trainer.strategy", "strategy-unsupported", 3)
     assert load_recipe("grpo", ["trainer.strategy=ddp", "model.lora={r: 4}"]).recipe.model.lora.r == 4
+
+
+def test_reward_functions_the_schema_refused_are_not_reported_as_none(write, errors):
+    """A list whose every entry is invalid is one mistake per entry, not also an empty list."""
+    write("r.yaml", "extends: grpo\nreward:\n  functions:\n    - {fn: 'rlrun:exact_match', wieght: 1}\n")
+    assert [(i.code, i.key) for i in errors("r.yaml")] == [("unknown-key", "reward.functions.0.wieght")]

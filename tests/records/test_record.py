@@ -103,8 +103,8 @@ def test_metrics_rows_of_every_format_read_alike():
 # --- the version and its fields -------------------------------------------------------------
 
 
-def test_this_rlrun_writes_version_2_and_every_later_field_has_what_older_records_read_as():
-    assert RECORD_VERSION == 2
+def test_this_rlrun_writes_version_3_and_every_later_field_has_what_older_records_read_as():
+    assert RECORD_VERSION == 3
     later = {
         f"{model.__name__}.{name}"
         for model in (RunMeta, Setup, Algorithm, Resume)
@@ -121,27 +121,30 @@ def test_this_rlrun_writes_version_2_and_every_later_field_has_what_older_record
         "Setup.rollout_engine",
         "Resume.overrides",
         "Resume.setup",
+        "Resume.python_objects",
+        "RunMeta.python_objects",
     }
     written = meta_json(RunMeta(name="r", status="running"))
-    assert list(written)[:3] == ["record_version", "name", "status"] and written["record_version"] == 2
+    assert list(written)[:3] == ["record_version", "name", "status"] and written["record_version"] == 3
     assert (written["setup"], written["resumes"], written["final_step"]) == (None, [], None)
+    assert written["python_objects"] == []
 
 
 def test_a_field_added_later_is_one_line_and_raises_the_version():
     class Later(RunMeta):
-        inputs: Annotated[str | None, Since(3)] = None
-        """What a Python-API run was given."""
+        inputs: Annotated[str | None, Since(4)] = None
+        """What a later rlrun records."""
 
-    assert newest_version(Later) == 3
-    version_2 = meta_json(RunMeta(name="r", status="running"))
-    assert missing_fields(Later, version_2, 2) == []  # an older record: the field reads as None
-    assert missing_fields(Later, version_2, 3) == ["inputs"]  # a version-3 record lacking it is damaged
-    assert Later.model_validate({**version_2, "inputs": "pkg.rewards:score"}).inputs == "pkg.rewards:score"
+    assert newest_version(Later) == 4
+    version_3 = meta_json(RunMeta(name="r", status="running"))
+    assert missing_fields(Later, version_3, 3) == []  # an older record: the field reads as None
+    assert missing_fields(Later, version_3, 4) == ["inputs"]  # a version-4 record lacking it is damaged
+    assert Later.model_validate({**version_3, "inputs": "pkg.rewards:score"}).inputs == "pkg.rewards:score"
 
 
 def test_a_record_of_a_newer_rlrun_is_refused_naming_the_file_and_its_version(tmp_path, copy_of):
     run = copy_of(UNVERSIONED)
-    (run / "meta.json").write_text(json.dumps({**fixture_json(UNVERSIONED), "record_version": 3}))
+    (run / "meta.json").write_text(json.dumps({**fixture_json(UNVERSIONED), "record_version": 4}))
     with pytest.raises(RecipeError) as caught:
         read_meta(run / "meta.json")
     (issue,) = caught.value.issues
@@ -150,13 +153,13 @@ def test_a_record_of_a_newer_rlrun_is_refused_naming_the_file_and_its_version(tm
         "record_version",
         str(run / "meta.json"),
     )
-    assert "record version 3, newer than this rlrun reads (versions 1 to 2)" in issue.message
+    assert "record version 4, newer than this rlrun reads (versions 1 to 3)" in issue.message
     assert "rlrun 0.1.0" in issue.fix
     for command in (["compare", run], ["resume", run, "trainer.total_steps=4"], ["eval", run]):
         result = invoke(*command)
         assert result.exit_code == 2, (command, result.output)
         assert "Traceback" not in result.output and flat(str(run / "meta.json")) in flat(result.output)
-        assert "recordversion3,newerthanthisrlrunreads" in flat(result.output)
+        assert "recordversion4,newerthanthisrlrunreads" in flat(result.output)
 
 
 @pytest.mark.parametrize(
@@ -208,7 +211,7 @@ def test_rewriting_a_record_of_any_format_keeps_every_value_and_keys_rlrun_does_
     run = RunDir(tmp_path)
     run.update_meta(heartbeat="2026-12-03T13:00:00+00:00")
     rewritten = json.loads((tmp_path / "meta.json").read_text())
-    assert rewritten["record_version"] == 2 and rewritten["note"] == {"by": "a user"}
+    assert rewritten["record_version"] == RECORD_VERSION and rewritten["note"] == {"by": "a user"}
     assert rewritten["heartbeat"] == "2026-12-03T13:00:00+00:00"
     for key, value in original.items():
         if key not in ("heartbeat", "setup", "resumes"):
@@ -264,7 +267,11 @@ def test_resume_continues_a_run_of_every_format_and_upgrades_its_record(copy_of,
     result = invoke("resume", run, "trainer.total_steps=4")
     assert result.exit_code == 0, result.output
     after = json.loads((run / "meta.json").read_text())
-    assert after["record_version"] == 2 and (after["status"], after["final_step"], after["total_steps"]) == (
+    assert after["record_version"] == RECORD_VERSION and (
+        after["status"],
+        after["final_step"],
+        after["total_steps"],
+    ) == (
         "finished",
         4,
         4,

@@ -80,7 +80,7 @@ def test_answer_extraction_helpers():
 
 def test_resolve_errors_are_clear(custom_rewards):
     cases = {
-        "rlrun:nope": "valid: rlrun:exact_match, rlrun:gsm8k, rlrun:math_answer",
+        "rlrun:nope": "valid: rlrun:environment_reward, rlrun:exact_match, rlrun:gsm8k, rlrun:math_answer",
         "no_such_module:f": "cannot import module 'no_such_module'",
         "my_rewards:missing": "has no attribute 'missing'",
         "my_rewards:NOT_A_FUNCTION": "not a function",

@@ -1,20 +1,24 @@
 """The hf engine on the real shipped tiny model (no mocks)."""
 
+from types import SimpleNamespace
+
 import pytest
 import torch
-from transformers import AutoModelForCausalLM, AutoTokenizer
+from transformers import (
+    AutoModelForCausalLM,
+    LlamaConfig,
+    LlamaForCausalLM,
+    Qwen3Config,
+    Qwen3ForCausalLM,
+)
 
 from rlrun.data import left_pad
 from rlrun.embedded import resolve_model_path
 from rlrun.rollout import ROLLOUT_ENGINES, RolloutEngine, SamplingParams
-from rlrun.rollout.hf import exponential_noise, next_token
+from rlrun.rollout.conversation import ResubmittingConversation
 from rlrun.tasks.arithmetic import ArithmeticTask
 
-
-@pytest.fixture(scope="module")
-def model_and_tokenizer():
-    path = resolve_model_path("rlrun:tiny-base")
-    return AutoModelForCausalLM.from_pretrained(path), AutoTokenizer.from_pretrained(path)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py says why
 
 
 @pytest.fixture(scope="module")
@@ -160,65 +164,6 @@ def test_bad_sampling_params_are_refused(kwargs):
         SamplingParams(**kwargs)
 
 
-# next_token on hand-made logits: probabilities 0.5, 0.3, 0.15, 0.05 over tokens 0..3
-_PROBS = torch.tensor([[0.5, 0.3, 0.15, 0.05]])
-
-
-def _draws(sampling: SamplingParams, banned=None, count: int = 4000) -> torch.Tensor:
-    torch.manual_seed(0)
-    return torch.bincount(next_token(_PROBS.log().expand(count, 4), sampling, banned), minlength=4)
-
-
-def test_top_p_keeps_the_smallest_set_reaching_p_and_renormalises():
-    # Ascending cumulative mass 0.05, 0.20, 0.50, 1.0: with top_p 0.8 tokens 3 and 2 (0.2 <= 1 - 0.8)
-    # drop, leaving {0, 1} sampled as 0.5/0.8 and 0.3/0.8.
-    counts = _draws(SamplingParams(top_p=0.8))
-    assert counts[2:].tolist() == [0, 0]
-    assert abs(counts[0].item() / 4000 - 0.625) < 0.03
-
-
-def test_top_k_then_banned_tokens():
-    # EOS masking comes first (as transformers applies min_new_tokens before its warpers):
-    # with token 0 banned, the top 2 are {1, 2}, sampled as 0.3/0.45 and 0.15/0.45.
-    counts = _draws(SamplingParams(top_k=2), banned=torch.tensor([0]))
-    assert counts[0] == 0 and counts[3] == 0
-    assert abs(counts[1].item() / 4000 - 2 / 3) < 0.03
-    assert next_token(_PROBS.log(), SamplingParams(greedy=True), torch.tensor([0])).item() == 1
-
-
-def test_plain_sampling_follows_the_distribution():
-    freq = _draws(SamplingParams()).float() / 4000
-    torch.testing.assert_close(freq, _PROBS[0], atol=0.03, rtol=0)
-
-
-def test_a_sample_is_the_exponential_race_over_one_float32_uniform_draw():
-    logits = torch.randn(5, 11, generator=torch.Generator().manual_seed(0))
-    torch.manual_seed(3)
-    q = -torch.rand(5, 11).log()
-    torch.manual_seed(3)
-    assert torch.equal(next_token(logits, SamplingParams(), None), (logits.softmax(-1) / q).argmax(-1))
-
-
-def test_exponential_noise_is_exp_1():
-    torch.manual_seed(0)
-    q = exponential_noise(1000, 1000, device=torch.device("cpu"))
-    assert (q >= 0).all()
-    # Exp(1): mean 1, P(q > 1) = 1/e, P(q > 5) = e^-5 = 0.006738 (10^6 draws: 3 standard errors
-    # are 0.003 for the mean, 0.0014 and 0.00025 for the tail fractions).
-    assert abs(q[q.isfinite()].double().mean().item() - 1.0) < 0.003
-    assert abs((q > 1).double().mean().item() - 0.367879) < 0.0015
-    assert abs((q > 5).double().mean().item() - 0.006738) < 0.00025
-
-
-def test_a_zero_probability_token_never_wins_even_against_infinite_noise():
-    # q = inf (u = 0) where p = 0 must give 0, not NaN (argmax would pick a NaN).
-    logits = torch.tensor([[0.0, float("-inf"), 0.0]])
-    noise = torch.tensor([[1.0, float("inf"), 2.0]])
-    assert next_token(logits, SamplingParams(), None, noise=noise).item() == 0
-    noise = torch.tensor([[float("inf"), 0.5, 2.0]])
-    assert next_token(logits, SamplingParams(), None, noise=noise).item() == 2
-
-
 def test_ended_rows_leave_the_decode_batch_without_changing_any_sample(model_and_tokenizer, prompts):
     model, _ = model_and_tokenizer
     decode_batch_sizes = []
@@ -241,3 +186,56 @@ def test_ended_rows_leave_the_decode_batch_without_changing_any_sample(model_and
     assert torch.equal(every_step.response_mask, never.response_mask)
     assert every_step.finish_reasons == never.finish_reasons
     torch.testing.assert_close(every_step.log_probs, never.log_probs, atol=1e-6, rtol=1e-6)
+
+
+def _small_model(family: str):
+    """A small random model of a family rlrun documents, with a tokenizer's two ids."""
+    torch.manual_seed(0)
+    sizes = {"vocab_size": 40, "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2}
+    sizes |= {"num_attention_heads": 4, "num_key_value_heads": 2, "eos_token_id": 1, "pad_token_id": 0}
+    model = (
+        LlamaForCausalLM(LlamaConfig(**sizes))
+        if family == "llama"
+        else Qwen3ForCausalLM(Qwen3Config(**sizes))
+    )
+    return model, SimpleNamespace(eos_token_id=1, pad_token_id=0)
+
+
+@pytest.mark.parametrize("family", ["qwen2-tiny-base", "llama", "qwen3"])
+@pytest.mark.parametrize(
+    "sampling",
+    [
+        SamplingParams(n=4, max_tokens=12, temperature=1.5, seed=0),
+        SamplingParams(n=3, max_tokens=9, top_k=5, top_p=0.8, min_tokens=2, seed=1),
+        SamplingParams(greedy=True, max_tokens=10),
+    ],
+    ids=["plain", "truncated", "greedy"],
+)
+def test_the_preallocated_cache_samples_what_the_dynamic_cache_samples(
+    model_and_tokenizer, prompts, family, sampling
+):
+    model, tok = model_and_tokenizer if family == "qwen2-tiny-base" else _small_model(family)
+    ids = prompts if family == "qwen2-tiny-base" else [[min(i, 39) for i in p] for p in prompts]
+    preallocated = ROLLOUT_ENGINES.get("hf")(model, tok, preallocate=True, max_batch_samples=10)
+    dynamic = ROLLOUT_ENGINES.get("hf")(model, tok, preallocate=False, max_batch_samples=10)
+    new, old = preallocated.generate(ids, sampling), dynamic.generate(ids, sampling)
+    assert torch.equal(new.response_ids, old.response_ids) and torch.equal(
+        new.response_mask, old.response_mask
+    )
+    assert new.finish_reasons == old.finish_reasons
+    torch.testing.assert_close(new.log_probs, old.log_probs, atol=1e-5, rtol=1e-5)
+
+
+def test_a_model_the_preallocated_cache_cannot_serve_decodes_over_the_dynamic_cache_and_says_so(
+    random_lm, caplog
+):
+    random_lm.config.sliding_window, random_lm.config.use_sliding_window = 4096, True
+    tok = SimpleNamespace(eos_token_id=1, pad_token_id=0)
+    with caplog.at_level("WARNING", logger="rlrun.rollout"):
+        engine = ROLLOUT_ENGINES.get("hf")(random_lm, tok)
+    assert not engine.preallocate and "DynamicCache" in caplog.text and "sliding window" in caplog.text
+    batch = engine.generate([[5, 6, 7], [8, 9]], SamplingParams(n=2, max_tokens=4, seed=0))
+    assert batch.response_ids.shape[0] == 4
+    assert isinstance(engine.conversation([[5, 6, 7]], 2, max_tokens=8), ResubmittingConversation)
+    with pytest.raises(ValueError, match="cannot decode into the preallocated KV cache"):
+        ROLLOUT_ENGINES.get("hf")(random_lm, tok, preallocate=True)

@@ -375,6 +375,7 @@ class FakeVLLM:
             def generate(self, prompts, params, use_tqdm=True):
                 fake.events.append("generate")
                 fake.params = params
+                params = params[0] if isinstance(params, list) else params
                 if params.prompt_logprobs is not None:
                     return [
                         SimpleNamespace(
@@ -444,6 +445,7 @@ def test_engine_is_built_on_random_weights_then_given_the_trainers(fake_vllm):
     assert kwargs["model"] == "some/model" and kwargs["tokenizer"] == "tok" and kwargs["dtype"] == "float32"
     assert kwargs["load_format"] == "dummy" and kwargs["distributed_executor_backend"] == "external_launcher"
     assert kwargs["logprobs_mode"] == "processed_logprobs" and kwargs["max_num_seqs"] == 64
+    assert kwargs["enable_prefix_caching"]  # conversations resubmit their contexts every turn
     assert kwargs["gpu_memory_utilization"] == 0.3 and not kwargs["enable_sleep_mode"]
     assert kwargs["enforce_eager"] is False  # compiled on CUDA unless the recipe says otherwise
     assert fake_vllm.events == ["push", "reset_prefix_cache"]
@@ -455,13 +457,21 @@ def test_generate_sends_token_ids_and_reads_the_sampled_log_probs(fake_vllm):
     engine = engine_module.VLLMRolloutEngine(model, TOKENIZER)
     torch.manual_seed(0)
     batch = engine.generate([[5, 6], [7]], SamplingParams(n=3, max_tokens=4, temperature=0.7))
-    params = fake_vllm.params
+    params = fake_vllm.params[0]
+    assert len(fake_vllm.params) == 2  # one per request
     assert (params.n, params.max_tokens, params.temperature, params.logprobs) == (3, 4, 0.7, 0)
     assert params.stop_token_ids == [2] and not params.detokenize
     torch.manual_seed(0)
-    assert params.seed == int(torch.randint(2**31 - 1, ()).item())  # drawn from the trainer's RNG
+    drawn = int(torch.randint(2**31 - 1, ()).item())  # from the trainer's RNG
+    assert [p.seed for p in fake_vllm.params] == engine_module.request_seeds(drawn, 2)
     assert batch.response_ids.tolist() == [[6, 2]] * 3 + [[7, 2]] * 3
     assert batch.log_probs[0].tolist() == [-0.5, -0.25] and batch.finish_reasons == ["stop"] * 6
+
+
+def test_each_request_has_its_own_seed_drawn_from_the_calls():
+    seeds = engine_module.request_seeds(7, 4)
+    assert seeds == engine_module.request_seeds(7, 4) and len(set(seeds)) == 4
+    assert seeds[:2] == engine_module.request_seeds(7, 2) and seeds != engine_module.request_seeds(8, 4)
 
 
 def test_sleep_mode_sleeps_after_generating_and_always_pushes_weights_on_waking(fake_vllm):

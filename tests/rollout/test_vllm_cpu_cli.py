@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import psutil
 import pytest
@@ -78,6 +79,31 @@ def test_training_with_importance_sampling_records_the_engine_and_ends_clean(tmp
     weights = [_flat(json.loads(line))["sampling/is_mean"] for line in lines if "sampling/is_mean" in line]
     # sampler and trainer compute the same float32 log-probs: the IS weights are 1 up to rounding
     assert len(weights) == 2 and all(abs(w - 1) < 1e-3 for w in weights), weights
+
+
+def test_an_agents_episodes_train_on_vllm_with_the_samplers_log_probs_as_the_trainers(tmp_path):
+    """Episodes of a reset/step environment (tests/agents/envs_fixture.py:Recheck, named by import
+    path from the repository) on vLLM: its conversation resubmits each row's ids every turn; the
+    importance weights over the sampled tokens are 1, so its log-probs are the trainer's there."""
+    repo = Path(__file__).resolve().parents[2]
+    agent = 'agent={enabled: true, format: plain, environment: "tests.agents.envs_fixture:Recheck", max_turns: 3, max_turn_tokens: 8}'
+    run = rlrun(
+        "train",
+        *TRAIN,
+        agent,
+        "rollout.max_response_tokens=64",
+        "trainer.total_steps=2",
+        "rollout.importance_sampling.level=token",
+        "--run-dir",
+        str(tmp_path / "run"),
+        cwd=repo,
+    )
+    _, err = run.communicate(timeout=1200)
+    assert run.returncode == 0, err[-3000:]
+    rows = [_flat(json.loads(line)) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    trained = [r for r in rows if r["step"] > 0]
+    assert len(trained) == 2 and all(r["episode/turns/mean"] >= 1 for r in trained)
+    assert all(abs(r["sampling/is_mean"] - 1) < 1e-3 for r in trained)
 
 
 def test_a_step_with_more_prompt_tokens_than_one_vllm_step_computes_trains(tmp_path):

@@ -58,7 +58,6 @@ def test_types_are_not_coerced(data):
         {"actor": {"clip_ratio_c": 1.0}},
         {"rollout": {"n": 0}},
         {"reward": {"overlong_shaping": {"buffer_tokens": 0}}},
-        {"reward": {"functions": []}},
     ],
 )
 def test_out_of_range_values_are_errors(data):

@@ -349,3 +349,42 @@ def test_a_stop_signal_before_the_training_processes_start_ends_the_launch(tmp_p
     time.sleep(1)  # a worker spawned at the last moment would show up now
     assert not [pid for pid in tree if Path(f"/proc/{pid}").exists()]
     assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.slow
+def test_two_processes_with_half_an_agents_episodes_take_the_same_step_as_one(tmp_path, torchrun):
+    """Episodes of a reset/step environment (tests/agents/envs_fixture.py:Recheck) split by group over 2
+    DDP processes: the step one process takes on all of them, to float32 summation order."""
+    cases = ["grpo/token-mean", "grpo/seq-mean-token-mean"]
+    agent = [
+        'agent={enabled: true, format: plain, environment: "tests.agents.envs_fixture:Recheck", max_turns: 3, max_turn_tokens: 8}',
+        "rollout.max_response_tokens=64",
+    ]
+    args = [
+        str(Path(__file__).with_name("dp_step.py")),
+        *cases,
+        "--",
+        *TINY,
+        *SGD_LIKE,
+        *agent,
+        "trainer.total_steps=1",
+    ]
+    outs = {name: tmp_path / name for name in ("one", "ddp")}
+    for out in outs.values():
+        out.mkdir()
+    runs = [
+        subprocess.Popen([sys.executable, args[0], str(outs["one"]), *args[1:]], env=ENV, cwd=REPO),
+        subprocess.Popen(
+            [*torchrun, args[0], str(outs["ddp"]), *args[1:]],
+            env={**ENV, "ACCELERATE_USE_CPU": "true"},
+            cwd=REPO,
+        ),
+    ]
+    assert [p.wait(timeout=600) for p in runs] == [0, 0]
+    start = AutoModelForCausalLM.from_pretrained(resolve_model_path("rlrun:tiny-base")).state_dict()
+    for case in cases:
+        name = case.replace("/", "-") + ".pt"
+        one, ddp = (torch.load(out / name)["params"] for out in outs.values())
+        moved = max((one[k] - start[k]).abs().max().item() for k in one)
+        assert moved > 1e-3, case
+        assert max((one[k] - ddp[k]).abs().max().item() for k in one) < 1e-5 * moved, case

@@ -16,7 +16,7 @@ def _pack(seq):
     return pack(
         input_ids=seq.input_ids,
         attention_mask=seq.attention_mask,
-        response_mask=seq.response_mask,
+        response_attention=seq.response_attention,
         prompt_index=seq.prompt_index,
         pad_id=0,
         dtype=torch.float32,

@@ -73,7 +73,7 @@ def test_a_run_records_every_field_and_each_resume_adds_its_own(tmp_path):
     run = start_run(loaded, RunOptions(name="r"), print, overrides, make_session=_fake_session)
     run.close("interrupted")
     written = json.loads((run.dir.path / "meta.json").read_text())
-    assert list(written) == ["record_version", *RunMeta.model_fields] and written["record_version"] == 2
+    assert list(written) == ["record_version", *RunMeta.model_fields] and written["record_version"] == 3
     unknown = {"git_sha", "git_dirty", "wandb_run_id"}  # no git checkout, no W&B: null says so
     assert [key for key, value in written.items() if value is None and key not in unknown] == []
     assert (written["status"], written["final_step"], written["resumes"]) == ("interrupted", 0, [])

@@ -12,7 +12,6 @@ from rlrun.training.sequences import (
     Sequences,
     forward_batched,
     forward_cost,
-    packs,
     pad_response,
     response_log_probs,
     response_logits,
@@ -436,29 +435,6 @@ def test_padding_free_critic_values_and_gradients_equal_the_padded_ones():
         torch.testing.assert_close(values[True], values[False], **TOLERANCE)
         grads = {free: _gradients(critic, (values[free] ** 2).sum()) for free in values}
         _assert_gradients_close(grads[True], grads[False])
-
-
-def test_models_that_cannot_take_a_packed_mask_keep_the_padded_layout(random_lm):
-    config = random_lm.config
-    assert packs(random_lm) and packs(ValueModel(random_lm.model))
-    for change, packed in [
-        ({"sliding_window": 4096, "use_sliding_window": False}, True),  # Qwen2's switch: off
-        ({"sliding_window": 4096, "use_sliding_window": True}, False),
-        ({"layer_types": ["full_attention", "sliding_attention"]}, False),
-        ({"_attn_implementation": "flash_attention_2"}, False),
-        ({"model_type": "bloom"}, False),  # ALiBi from a 2D mask
-    ]:
-        saved = {key: getattr(config, key, None) for key in change}
-        for key, value in change.items():
-            setattr(config, key, value)
-        assert packs(random_lm) == packed, change
-        for key, value in saved.items():
-            setattr(config, key, value)
-
-    class RemoteCode(type(random_lm)):  # a model class from outside transformers
-        pass
-
-    assert not packs(RemoteCode(config))
 
 
 def test_the_padded_layout_runs_where_packing_would_not_cost_less(embedded_lm):

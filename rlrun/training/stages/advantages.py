@@ -12,14 +12,26 @@ from rlrun.algorithms.importance_sampling import truncated_is_weights
 from rlrun.algorithms.kl import apply_kl_penalty
 from rlrun.training.context import StepContext
 from rlrun.training.distributed import global_advantages
+from rlrun.training.experience import Experience
 from rlrun.training.stages.base import register_stage
 
 
 def scores_at_last_token(scores: torch.Tensor, response_mask: torch.Tensor) -> torch.Tensor:
-    """(N, T) token-level scores: each response's score on its last token, 0 elsewhere."""
-    last = (response_mask.sum(-1).long() - 1).clamp(min=0)
+    """(N, T) token-level scores: each response's score on its last sampled token (an episode's
+    last model turn's), 0 elsewhere."""
+    width = response_mask.shape[1]
+    last = width - 1 - response_mask.flip(-1).argmax(-1)  # the last 1 of each row (0 for none)
     out = torch.zeros_like(response_mask, dtype=torch.float32)
     return out.scatter_(1, last.unsqueeze(1), scores.float().unsqueeze(1)) * response_mask
+
+
+def token_scores(exp: Experience) -> torch.Tensor:
+    """(N, T) the step's token-level scores: each response's score on its last sampled token,
+    plus a step environment's per-turn rewards on each turn's last token (GAE and REINFORCE++
+    credit them where they fell; estimators that score a whole response, GRPO's kind, see
+    their sum: the episode's return)."""
+    scores = scores_at_last_token(exp.scores, exp.seq.response_mask)
+    return scores if exp.turn_rewards is None else scores + exp.turn_rewards
 
 
 def _kl_in_reward(recipe: Any, needs: Any) -> bool:
@@ -34,9 +46,8 @@ def _kl_in_reward(recipe: Any, needs: Any) -> bool:
     phase="adv",
 )
 def token_rewards(ctx: StepContext, b: Any) -> None:
-    """Each response's score on its last token: the token-level rewards."""
-    exp = b.experience
-    b.token_level_scores = b.token_level_rewards = scores_at_last_token(exp.scores, exp.seq.response_mask)
+    """The token-level scores (`token_scores`) are the token-level rewards."""
+    b.token_level_scores = b.token_level_rewards = token_scores(b.experience)
 
 
 @register_stage(
@@ -47,11 +58,11 @@ def token_rewards(ctx: StepContext, b: Any) -> None:
     phase="adv",
 )
 def kl_rewards(ctx: StepContext, b: Any) -> None:
-    """The scores on the last token, less β·KL(old‖ref) at every token (in-reward KL; β from the
-    fixed or adaptive controller)."""
+    """The token-level scores (`token_scores`), less β·KL(old‖ref) at every sampled token
+    (in-reward KL; β from the fixed or adaptive controller)."""
     exp, kl = b.experience, ctx.recipe.algorithm.kl_in_reward
     mask = exp.seq.response_mask
-    b.token_level_scores = scores_at_last_token(exp.scores, mask)
+    b.token_level_scores = token_scores(exp)
     b.token_level_rewards, metrics = apply_kl_penalty(
         b.token_level_scores, b.old_log_probs, b.ref_log_probs, mask, ctx.components.kl_ctrl, kl.estimator
     )

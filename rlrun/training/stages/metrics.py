@@ -1,9 +1,11 @@
-"""The last stage: what the step's batch looked like, under verl's metric names."""
+"""The last stages: what the step's batch looked like, under verl's metric names, and what an
+agent's episodes did."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from rlrun.rollout.responses import episode_metrics
 from rlrun.training.context import StepContext
 from rlrun.training.metrics import batch_metrics as batch_numbers
 from rlrun.training.stages.base import register_stage
@@ -35,3 +37,10 @@ def batch_metrics(ctx: StepContext, b: Any) -> None:
         "actor/lr": b.lr,
         "training/skipped_updates": ctx.counters.skipped_updates,
     }
+
+
+@register_stage("episode_metrics", reads=("experience",), when=lambda r, needs: r.agent.enabled)
+def agent_metrics(ctx: StepContext, b: Any) -> None:
+    """What the agent's episodes did: turns, tool calls and errors, how they ended, the seconds
+    in tools and environments (part of timing_s/gen)."""
+    b.metrics |= episode_metrics(b.experience.episodes)

@@ -19,6 +19,7 @@ from rlrun.training.stages.base import always
 
 BUILT_IN = [
     "sample",
+    "rollout_callbacks",
     "greedy_baseline",
     "update_parts",
     "reference",
@@ -36,11 +37,13 @@ BUILT_IN = [
     "lr_schedule",
     "sync_weights",
     "batch_metrics",
+    "episode_metrics",
 ]
 
 
 def test_the_built_in_stages_run_in_this_order_and_the_loop_docstring_names_each_in_order():
-    assert [s.name for s in STAGES] == BUILT_IN
+    names = [s.name for s in STAGES]
+    assert names == BUILT_IN
     doc = loop.__doc__
     positions = [doc.index(f" {name} ") for name in BUILT_IN]
     assert positions == sorted(positions)
