@@ -6,12 +6,15 @@ the characters calls need, trained with supervision on synthesized episodes of t
 loss on the model's turns only (the prompt and the tools' results are context):
 
 - calculator: ``123*456=`` -> a quarter of the episodes call ``calculator("123*456")`` and copy
-  its result, the rest answer directly (and mostly wrong: the model cannot multiply).
+  its result (half of them a random number shown as the result: copying is then the only way
+  to the answer), the rest answer directly with a random number as long as the product (the
+  model cannot multiply, and trying took its copying away).
 - guess-a-number (``rlrun.tasks.guess_number``): 15% of the games bisect; the others guess
   at random inside the interval the answers so far leave, which often runs out of guesses.
 
 The calculator episodes first all call the tool, until the model writes calls and copies
-results (copying is what it learns slowest); then a quarter do. The first checkpoint after that
+results (copying is what it learns slowest); then a quarter do, beside calling episodes trained
+on their answers only, while the learning rate decays. The first checkpoint after that
 (checked every ``--eval-every`` steps) whose measured behaviour is in its bands (calls written
 right and results copied, a calling share near the data's, guesses inside the interval, most
 games not yet won) becomes ``tiny-agent``. Behaviour is measured on episodes run as training runs
@@ -102,15 +105,26 @@ def calculator_episode(
     record: dict[str, str], calls: bool, result: str | None = None
 ) -> list[tuple[str, bool]]:
     """(text, sampled by the model) segments after the prompt; each model turn ends at EOS. A
-    call's result (the product unless given) is copied as the answer."""
+    call's result (the product unless given) is copied as the answer; a direct answer is
+    ``result`` too (the product unless given)."""
     if not calls:
-        return [(record["answer"], True)]
+        return [(result or record["answer"], True)]
     expression, result = record["prompt"].removesuffix("="), result or record["answer"]
     return [
         (f'<call>calculator("{expression}")</call>', True),
         (f"<result>{result}</result>", False),
         (result, True),
     ]
+
+
+def _calculator_or_guess(record: dict[str, str], rng: np.random.Generator) -> list[tuple[str, bool]]:
+    """A ``CALL_SHARE`` of the episodes call; the others answer a random number as long as the
+    product. The model cannot multiply (0% of direct answers right when trained on products),
+    and training it to try took its copying of results away (93% copied to 14% in 400 steps)."""
+    if rng.random() < CALL_SHARE:
+        return calculator_episode(record, True, shown_result(record, rng))
+    digits = len(record["answer"])
+    return calculator_episode(record, False, str(int(rng.integers(10 ** (digits - 1), 10**digits))))
 
 
 def shown_result(record: dict[str, str], rng: np.random.Generator) -> str:
@@ -172,7 +186,7 @@ def training_sets(
 ) -> dict[str, tuple[torch.Tensor, ...]]:
     """The episodes trained on, from this seed's draw of the training splits: calculator episodes
     that all call (while the model learns to write calls and copy results), the same problems
-    of which a ``CALL_SHARE`` call, calling episodes trained on their answer only (copying
+    of which a ``CALL_SHARE`` call and the others guess, calling episodes trained on their answer only (copying
     stays trained while the share of calls is learned from the others), and games; each set
     padded to its own length. Calling episodes show a random result ``RANDOM_RESULT_SHARE`` of
     the time."""
@@ -187,7 +201,7 @@ def training_sets(
         "calculator": encode_episodes(
             tokenizer,
             calc_prompts,
-            [calculator_episode(r, rng.random() < CALL_SHARE, shown_result(r, rng)) for r in calc],
+            [_calculator_or_guess(r, rng) for r in calc],
         ),
         "copies": encode_episodes(
             tokenizer,

@@ -81,6 +81,11 @@ def test_the_synthesized_episodes_follow_the_format():
     build = build_script()
     record = {"prompt": "12*34=", "answer": "408"}
     assert build.calculator_episode(record, calls=False) == [("408", True)]
+    assert build.calculator_episode(record, calls=False, result="731") == [("731", True)]
+    rng = np.random.default_rng(0)
+    direct = [e for e in (build._calculator_or_guess(record, rng) for _ in range(400)) if len(e) == 1]
+    assert 0.65 < len(direct) / 400 < 0.85  # CALL_SHARE 0.25 call; sd 0.022
+    assert all(len(text) == 3 and text.isdigit() and text[0] != "0" for [(text, _)] in direct)
     assert build.calculator_episode(record, calls=True) == [
         ('<call>calculator("12*34")</call>', True),
         ("<result>408</result>", False),
