@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from tokenizers import Tokenizer, decoders, models, processors
+from tokenizers import AddedToken, Tokenizer, decoders, models, processors
 from transformers import GenerationConfig, PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
 
 from rlrun.data import build_prompt_dataset
@@ -45,21 +45,30 @@ TEACHER_MIN_GREEDY = 0.90
 PORTABLE_TOKENIZER_CLASS = "PreTrainedTokenizerFast"
 
 
-def build_tokenizer() -> PreTrainedTokenizerFast:
-    """One token per character (BPE without merges), ``<bos>`` prepended to every encoding."""
-    vocab = {token: i for i, token in enumerate(SPECIAL_TOKENS + list(CHARACTERS))}
+def build_tokenizer(
+    characters: str = CHARACTERS, added_tokens: tuple[str, ...] = (), max_positions: int = MAX_POSITIONS
+) -> PreTrainedTokenizerFast:
+    """One token per character (BPE without merges), ``<bos>`` prepended to every encoding.
+
+    ``added_tokens`` (multi-character words, or characters of ``characters``) are matched in the
+    text before anything else, as whole tokens, by transformers 4.x and 5.x alike (5.x replaces
+    the pre-tokenizer with Qwen2's byte-level one, which drops a space or newline that is not
+    an added token). Encoding and ``decode(skip_special_tokens=True)`` both keep them."""
+    vocab = {token: i for i, token in enumerate(SPECIAL_TOKENS + list(characters))}
     tokenizer = Tokenizer(models.BPE(vocab=vocab, merges=[], unk_token="<unk>"))
     tokenizer.decoder = decoders.Fuse()
     tokenizer.post_processor = processors.TemplateProcessing(
         single="<bos> $A", pair="<bos> $A $B", special_tokens=[("<bos>", vocab["<bos>"])]
     )
+    if added_tokens:
+        tokenizer.add_tokens([AddedToken(token, normalized=False) for token in added_tokens])
     return PreTrainedTokenizerFast(
         tokenizer_object=tokenizer,
         bos_token="<bos>",
         eos_token="<eos>",
         pad_token="<pad>",
         unk_token="<unk>",
-        model_max_length=MAX_POSITIONS,
+        model_max_length=max_positions,
         padding_side="left",
     )
 
@@ -79,7 +88,9 @@ def save_tokenizer(tokenizer: PreTrainedTokenizerFast, out: Path) -> None:
     (out / "tokenizer_config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
 
 
-def build_model(tokenizer: PreTrainedTokenizerFast, seed: int) -> Qwen2ForCausalLM:
+def build_model(
+    tokenizer: PreTrainedTokenizerFast, seed: int, max_positions: int = MAX_POSITIONS
+) -> Qwen2ForCausalLM:
     config = Qwen2Config(
         vocab_size=len(tokenizer),
         hidden_size=128,
@@ -87,7 +98,7 @@ def build_model(tokenizer: PreTrainedTokenizerFast, seed: int) -> Qwen2ForCausal
         num_hidden_layers=4,
         num_attention_heads=4,
         num_key_value_heads=2,
-        max_position_embeddings=MAX_POSITIONS,
+        max_position_embeddings=max_positions,
         tie_word_embeddings=True,
         bos_token_id=tokenizer.bos_token_id,
         eos_token_id=tokenizer.eos_token_id,
@@ -216,13 +227,17 @@ def _save(
     return info
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
+def build_parser(doc: str, out: Path) -> argparse.ArgumentParser:
+    """The arguments every tiny-model build takes: where to write, the seed, torch's threads."""
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", type=Path, default=out)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=1)  # faster than 2 on shared cores
+    return parser
+
+
+def main() -> None:
+    parser = build_parser(__doc__, DEFAULT_OUT)
     parser.add_argument("--train-size", type=int, default=20000)
     parser.add_argument("--eval-prompts", type=int, default=500)
     parser.add_argument(

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rlrun.compare.diff import MISSING, flatten
-from rlrun.tasks.arithmetic import DATA_SOURCE as ARITHMETIC
+from rlrun.tasks import GENERATOR_SETTINGS
 
 _IGNORED_DATA_KEYS = ("data.shuffle", "data.seed")  # the order of the data, not the data
 
@@ -27,8 +27,9 @@ class Aspect:
 def _is_dataset_key(key: str, flat: Mapping[str, Any]) -> bool:
     if not key.startswith("data.") or key in _IGNORED_DATA_KEYS:
         return False
-    # the generator's settings only matter when the generator is the source
-    return not key.startswith("data.arithmetic.") or flat.get("data.source") == ARITHMETIC
+    # a generator's settings only matter when that generator is the source
+    section = key.split(".")[1]
+    return section not in GENERATOR_SETTINGS or flat.get("data.source") == GENERATOR_SETTINGS[section]
 
 
 ASPECTS = (

@@ -28,14 +28,14 @@ def load_prompt_datasets(data: Data, tokenizer: Any) -> tuple[PromptDataset, Pro
         "max_prompt_tokens": data.max_prompt_tokens,
         "overlong": data.overlong_prompts,
     }
-    source, val_source, arithmetic = data.source, data.val_source, data.arithmetic
+    source, val_source = data.source, data.val_source
     train = build_prompt_dataset(
-        load_records(source, "train", arithmetic), tokenizer, name=shown(source), **options
+        load_records(source, "train", data), tokenizer, name=shown(source), **options
     )
     if val_source is None and not is_split_source(source):
         return train, None
     try:
-        val_records = load_records(val_source or source, "validation", arithmetic)
+        val_records = load_records(val_source or source, "validation", data)
         if val_records is None:
             return train, None
         name = f"{shown(val_source or source)} (validation)"

@@ -11,12 +11,16 @@ from typing import Any
 
 from rlrun.errors import ConfigIssue, RecipeError
 from rlrun.facts.packages import is_installed
-from rlrun.schema.data import Arithmetic
+from rlrun.schema.data import Data
+from rlrun.tasks import GENERATOR_SETTINGS
 from rlrun.tasks.arithmetic import DATA_SOURCE as ARITHMETIC
 from rlrun.tasks.arithmetic import ArithmeticTask
+from rlrun.tasks.guess_number import DATA_SOURCE as GUESS_NUMBER
+from rlrun.tasks.guess_number import GuessNumberTask
 from rlrun.user_code import is_live_name, live_object
 
 FILE_SUFFIXES = (".jsonl", ".json", ".parquet")
+GENERATORS = tuple(GENERATOR_SETTINGS.values())  # the built-in tasks, each with its own settings in `data`
 DATA_EXTRA = "pip install 'rlrun[data]'"
 
 
@@ -56,10 +60,11 @@ def shown(source: Source) -> str:
     return ", ".join(source_files(source))
 
 
-def load_records(source: Source, split: str, arithmetic: Arithmetic) -> list[dict[str, Any]] | None:
+def load_records(source: Source, split: str, data: Data) -> list[dict[str, Any]] | None:
     """Records of ``split`` ("train" | "validation"); None when the source has no such split.
 
-    ``rlrun:arithmetic`` uses the ``data.arithmetic`` settings; a file is one split by itself;
+    ``rlrun:arithmetic`` uses the ``data.arithmetic`` settings, ``rlrun:guess_number`` the
+    ``data.guess_number`` ones; a file is one split by itself;
     a list of files is every file's records, in the list's order (each keeps its own
     ``data_source`` column, which routes verl-style rewards);
     ``hf:<name>[:<config>]`` loads ``train``, and for validation ``validation`` or ``test``.
@@ -67,10 +72,15 @@ def load_records(source: Source, split: str, arithmetic: Arithmetic) -> list[dic
     if isinstance(source, list):
         return [record for path in source for record in load_file(path)]
     if source == ARITHMETIC:
+        arithmetic = data.arithmetic
         task = ArithmeticTask(
             digits=arithmetic.digits, operators=tuple(arithmetic.operators), seed=arithmetic.seed
         )
         return task.train(arithmetic.train_size) if split == "train" else task.validation(arithmetic.val_size)
+    if source == GUESS_NUMBER:
+        game = data.guess_number
+        games = GuessNumberTask(low=game.low, high=game.high, max_guesses=game.max_guesses, seed=game.seed)
+        return games.train(game.train_size) if split == "train" else games.validation(game.val_size)
     if source.startswith("hf:"):
         return _load_hub(source[3:], split)
     return load_file(source)
@@ -79,7 +89,7 @@ def load_records(source: Source, split: str, arithmetic: Arithmetic) -> list[dic
 def is_split_source(source: Source) -> bool:
     """Whether the source holds its own validation split (a file, or a list of them, is one
     split by itself)."""
-    return isinstance(source, str) and (source == ARITHMETIC or source.startswith("hf:"))
+    return isinstance(source, str) and (source in GENERATORS or source.startswith("hf:"))
 
 
 def reader_package(source: str) -> str | None:

@@ -23,6 +23,8 @@ from rlrun.schema import Recipe
 from rlrun.schema.data import PROMPT_PLACEHOLDER
 from rlrun.schema.reward import RewardModel
 from rlrun.schema.rollout import VLLM_TEMPERATURE
+from rlrun.tasks.guess_number import DATA_SOURCE as GUESS_NUMBER
+from rlrun.tasks.guess_number import GuessNumberTask
 from rlrun.user_code import ImportPathError, is_live_name
 
 Rule = Callable[[Recipe, Provenance], Iterator[ConfigIssue]]
@@ -320,7 +322,7 @@ def _data_files(recipe: Recipe) -> Iterator[tuple[str, int | None, str]]:
 @error_rule
 def data_files_exist(recipe: Recipe, provenance: Provenance) -> Iterator[ConfigIssue]:
     from rlrun.data import DataError, check_data_file  # imports torch: not at start-up
-    from rlrun.data.sources import ARITHMETIC, FILE_SUFFIXES, is_split_source, missing_reader
+    from rlrun.data.sources import FILE_SUFFIXES, GENERATORS, is_split_source, missing_reader
 
     for key, index, source in _data_files(recipe):
         if is_split_source(source) or unset_variables(source):  # the unset variable is the error
@@ -332,7 +334,7 @@ def data_files_exist(recipe: Recipe, provenance: Provenance) -> Iterator[ConfigI
                 path,
                 "not a data source rlrun can read",
                 code="data-source",
-                expected=f"{ARITHMETIC}, hf:<dataset>, or a {'/'.join(FILE_SUFFIXES)} file",
+                expected=f"{', '.join(GENERATORS)}, hf:<dataset>, or a {'/'.join(FILE_SUFFIXES)} file",
                 found=show_value(source),
                 fix="name a data source of one of these kinds",
             )
@@ -359,6 +361,24 @@ def data_files_exist(recipe: Recipe, provenance: Provenance) -> Iterator[ConfigI
                 )
             except ImportPathError as err:  # rows another process was given
                 yield provenance.issue(path, str(err), code="python-object", found=show_value(source))
+
+
+@error_rule
+def guess_number_range_splits(recipe: Recipe, provenance: Provenance) -> Iterator[ConfigIssue]:
+    game = recipe.data.guess_number
+    if GUESS_NUMBER not in (recipe.data.source, recipe.data.val_source):
+        return  # the game's settings are used only when it is a source
+    try:
+        GuessNumberTask(low=game.low, high=game.high, max_guesses=game.max_guesses, seed=game.seed)
+    except ValueError as err:
+        yield provenance.issue(
+            ("data", "guess_number", "high"),
+            f"the guessing game cannot be generated: {err}",
+            code="guess-number-range",
+            expected="low < high, with room for training and validation secrets (a quarter are validation)",
+            found=f"low: {game.low}, high: {game.high}",
+            fix="widen the range (`data.guess_number.low` / `high`)",
+        )
 
 
 @error_rule

@@ -27,13 +27,32 @@ class Arithmetic(Section):
     """Seed of the generator."""
 
 
+class GuessNumberGame(Section):
+    """The built-in guessing game (`rlrun.tasks.guess_number`): `Guess a number from 1 to 63.`, the secret from the row."""
+
+    low: NonNegativeInt = 1
+    """Smallest number of the range."""
+    high: PositiveInt = 63
+    """Largest number of the range."""
+    max_guesses: PositiveInt | None = None
+    """Guesses allowed per game; null = the most bisection needs ((high - low + 1).bit_length(): 6 for 1 to 63)."""
+    train_size: PositiveInt = 20000
+    """Training games generated (secrets drawn with replacement)."""
+    val_size: PositiveInt = 500
+    """Validation games: distinct secrets, at most about a quarter of the range's numbers (disjoint from training)."""
+    seed: NonNegativeInt = 1234
+    """Seed of the generator."""
+
+
 class Data(Section):
     source: str | list[Annotated[str, Field(min_length=1)]] = Field(ARITHMETIC_SOURCE, min_length=1)
-    """rlrun:arithmetic | a .jsonl/.json/.parquet file | hf:<dataset name> | a list of files (every file's rows, in order)"""
+    """rlrun:arithmetic | rlrun:guess_number | a .jsonl/.json/.parquet file | hf:<dataset name> | a list of files (every file's rows, in order)"""
     val_source: str | list[Annotated[str, Field(min_length=1)]] | None = None
     """null = the source's own validation split (generator, hf:); a file has none; a list of files = all their rows"""
     arithmetic: Arithmetic = Arithmetic()
     """used when source is rlrun:arithmetic"""
+    guess_number: GuessNumberGame = GuessNumberGame()
+    """used when source is rlrun:guess_number"""
     prompt_key: str = Field("prompt", min_length=1)
     """The record key holding the prompt; dotted keys reach into nested records (verl: reward_model.ground_truth)"""
     answer_key: str = Field("answer", min_length=1)

@@ -12,10 +12,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from rlrun.tasks.splits import HASH_BUCKETS, in_validation
+
 OPERATORS = ("+", "-", "*")
 DATA_SOURCE = "rlrun:arithmetic"  # `data.source` naming this task (the default)
 _ENUMERATE_LIMIT = 4_000_000  # problem spaces up to this size are enumerated, larger ones sampled
-_HASH_BUCKETS = 1000
 
 
 @dataclass(frozen=True)
@@ -40,8 +41,8 @@ class ArithmeticTask:
             raise ValueError(
                 f"operators must be a non-empty subset of {OPERATORS}, got {list(self.operators)}"
             )
-        if not 0 < self.val_permille < _HASH_BUCKETS:
-            raise ValueError(f"val_permille must be in (0, {_HASH_BUCKETS}), got {self.val_permille}")
+        if not 0 < self.val_permille < HASH_BUCKETS:
+            raise ValueError(f"val_permille must be in (0, {HASH_BUCKETS}), got {self.val_permille}")
         object.__setattr__(self, "operators", tuple(self.operators))
 
     @property
@@ -66,14 +67,14 @@ class ArithmeticTask:
             return self._records(rng.permutation(region)[:size])
         keys = np.empty(0, dtype=np.int64)
         while len(keys) < size:  # the space is huge: collisions are rare, dedupe keeping draw order
-            draw = rng.integers(0, self.space_size, size=4 * size * _HASH_BUCKETS // self.val_permille)
+            draw = rng.integers(0, self.space_size, size=4 * size * HASH_BUCKETS // self.val_permille)
             keys = np.concatenate([keys, draw[self._is_validation(draw)]])
             _, first = np.unique(keys, return_index=True)
             keys = keys[np.sort(first)]
         return self._records(keys[:size])
 
     def _is_validation(self, keys: np.ndarray) -> np.ndarray:
-        return _mix64(keys.astype(np.uint64)) % np.uint64(_HASH_BUCKETS) < np.uint64(self.val_permille)
+        return in_validation(keys, self.val_permille)
 
     def _records(self, keys: np.ndarray) -> list[dict[str, str]]:
         base = 10**self.digits
@@ -87,11 +88,3 @@ class ArithmeticTask:
             {"prompt": f"{x}{self.operators[o]}{y}=", "answer": str(z), "data_source": DATA_SOURCE}
             for x, o, y, z in zip(a.tolist(), op_index.tolist(), b.tolist(), answers.tolist())
         ]
-
-
-def _mix64(x: np.ndarray) -> np.ndarray:
-    """splitmix64 finaliser: a well-spread, platform-independent integer hash."""
-    with np.errstate(over="ignore"):
-        x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-        x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-        return x ^ (x >> np.uint64(31))

@@ -59,8 +59,15 @@ def test_algorithm_and_optimizer_changes_are_comparable(base_recipe, changes):
 
 def test_generator_settings_do_not_matter_for_a_file_dataset(base_recipe):
     ref = _with(base_recipe, data__source="train.jsonl")
-    other = _with(ref, data__arithmetic__digits=5)
+    other = _with(ref, data__arithmetic__digits=5, data__guess_number__high=31)
     assert check_comparability(["ref", "other"], [ref, other]) == []
+
+
+def test_each_generator_s_settings_matter_when_it_is_the_source(base_recipe):
+    ref = _with(base_recipe, data__source="rlrun:guess_number")
+    other = _with(ref, data__arithmetic__digits=5, data__guess_number__high=31)
+    [warning] = check_comparability(["ref", "other"], [ref, other])
+    assert (warning.aspect, list(warning.differences)) == ("dataset", ["data.guess_number.high"])
 
 
 def test_values_per_run_and_runs_without_recipes(base_recipe):

@@ -45,6 +45,7 @@ def _accuracies(path: str, prompts: int = 500) -> tuple[float, float]:
 def test_names_resolve_to_packaged_directories():
     assert embedded_model_names() == [
         "rlrun:smollm2-135m-instruct",
+        "rlrun:tiny-agent",
         "rlrun:tiny-base",
         "rlrun:tiny-reward",
         "rlrun:tiny-teacher",
@@ -54,7 +55,8 @@ def test_names_resolve_to_packaged_directories():
     assert resolve_model_path("/some/local/dir") == "/some/local/dir"
     with pytest.raises(
         UnknownEmbeddedModelError,
-        match="valid: rlrun:smollm2-135m-instruct, rlrun:tiny-base, rlrun:tiny-reward, rlrun:tiny-teacher",
+        match="valid: rlrun:smollm2-135m-instruct, rlrun:tiny-agent, rlrun:tiny-base, rlrun:tiny-reward, "
+        "rlrun:tiny-teacher",
     ):
         resolve_model_path("rlrun:tiny-huge")
 

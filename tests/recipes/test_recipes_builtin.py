@@ -22,7 +22,9 @@ ALGORITHMS = ["ppo", "grpo", "dapo", "gspo", "opd", "dr_grpo", "rloo", "remax", 
 
 def test_the_expected_recipes_ship():
     top_level = [name for name in builtin_names() if "/" not in name]
-    assert top_level == sorted(["base", *ALGORITHMS, "rlhf_grpo", "rlhf_ppo"])
+    assert top_level == sorted(
+        ["base", *ALGORITHMS, "rlhf_grpo", "rlhf_ppo", "agent_calculator", "agent_guess"]
+    )
 
 
 def test_a_subfolder_recipe_is_named_by_its_path_and_follows_the_top_level_ones():

@@ -217,6 +217,24 @@ def test_data_files_must_exist(write, errors):
     assert (issue.code, issue.line) == ("data-source", 3)
 
 
+def test_the_guessing_game_needs_a_range_with_two_splits(write, errors):
+    write(
+        "r.yaml",
+        "extends: grpo\ndata:\n  source: rlrun:guess_number\n  guess_number:\n    low: 7\n    high: 7\n",
+    )
+    [issue] = errors("r.yaml")
+    assert (issue.code, issue.key, issue.found) == (
+        "guess-number-range",
+        "data.guess_number.high",
+        "low: 7, high: 7",
+    )
+    assert "0 <= low < high" in issue.message
+    write("s.yaml", "extends: grpo\ndata:\n  guess_number:\n    low: 7\n    high: 7\n")
+    assert load_recipe("s.yaml").recipe.data.guess_number.high == 7  # not the source: not used
+    write("t.yaml", "extends: grpo\ndata:\n  source: rlrun:guess_number\n")
+    assert load_recipe("t.yaml").recipe.data.source == "rlrun:guess_number"
+
+
 def test_each_file_of_a_data_list_must_exist(write, errors):
     write("train.jsonl", '{"prompt": "1+1=", "answer": "2"}\n')
     write(
