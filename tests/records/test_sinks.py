@@ -52,6 +52,21 @@ def test_console_shows_progress_and_a_table_every_n_steps():
     assert "critic/score/mean" in text and "4/4" in text
 
 
+def test_progress_into_a_file_that_is_not_a_terminal_has_no_escape_codes():
+    """A notebook's captured stderr, a log file, CI: rich sees no terminal and writes plain text
+    (in Jupyter itself rich renders its own widgets)."""
+    import io
+
+    out = io.StringIO()
+    sink = m.ConsoleSink(total_steps=3, table_every=3, console=Console(file=out, width=120))
+    for step in range(1, 4):
+        sink.log(step, {"critic/score/mean": 0.5, "timing_s/step": 0.2})
+    sink.close("finished")
+    text = out.getvalue()
+    assert "3/3" in text and "critic/score/mean" in text
+    assert "\x1b[" not in text and "\r" not in text
+
+
 def test_the_sinks_a_recipe_asks_for_write_into_the_run_directory(tmp_path):
     from rlrun.records.rundir import RunDir
     from rlrun.schema.logs import Logging
