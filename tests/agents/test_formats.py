@@ -200,7 +200,11 @@ def test_a_tokenizer_must_write_the_plain_format_back_as_written():
 
     assert plain_format_problem(byte_tokenizer()) is None
     tiny = AutoTokenizer.from_pretrained(resolve_model_path("rlrun:tiny-base"))
-    assert plain_format_problem(tiny) == (
-        "the tokenizer cannot write the plain format's calls: \"<call>f('a', 1)</call><result>error: x</result>\" "
-        "reads back as 'callf(a,1)/callresulterror:x/result'"
+    problem = plain_format_problem(tiny)
+    written, _, read_back = problem.partition(" reads back as ")
+    assert (
+        written
+        == "the tokenizer cannot write the plain format's calls: \"<call>f('a', 1)</call><result>error: x</result>\""
     )
+    # tiny-base decodes with or without spaces between its character tokens by transformers version
+    assert read_back.replace(" ", "") == "'callf(a,1)/callresulterror:x/result'"

@@ -370,6 +370,10 @@ def test_bf16_is_mixed_precision_over_float32_weights_as_in_trl():
     assert weights_in_bf16.get("trainer", {}).get("autocast") is None
 
 
+@pytest.mark.skipif(
+    tuple(int(x) for x in __import__("transformers").__version__.split(".")[:2]) < (4, 56),
+    reason="TRL 1.16 needs transformers >= 4.56.2, whose TrainingArguments take a fractional warmup_steps",
+)
 @pytest.mark.parametrize("scheduler", ["linear", "cosine", "constant_with_warmup"])
 def test_the_lr_at_every_update_is_trls(tmp_path, scheduler):
     """4 micro-batches per generation in optimizer steps of 2, 2 passes: 4 optimizer steps per
