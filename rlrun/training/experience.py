@@ -42,7 +42,6 @@ class Experience:
     truncated: torch.Tensor  # (N,) bool: hit max_response_tokens
     completions: list[str]  # what the rewards scored (an episode's final answer)
     n: int
-    turn_rewards: torch.Tensor | None = None  # (N, T) a step environment's per-turn rewards
     episodes: Episodes | None = None  # what an agent's episodes did, row by row
 
     @property
@@ -151,7 +150,6 @@ class ExperienceCollector:
             n=responses.prompt_rows,
             response_attention=responses.response_attention.to(self.device),
         )
-        episodes = responses.episodes
         return Experience(
             prompts=list(prompts),
             seq=seq,
@@ -161,10 +159,7 @@ class ExperienceCollector:
             truncated=responses.truncated.to(self.device),
             completions=responses.completions,
             n=sampling.n,
-            turn_rewards=None
-            if episodes is None
-            else episodes.token_rewards(seq.response_mask.shape[1]).to(self.device),
-            episodes=episodes,
+            episodes=responses.episodes,
         )
 
     def _informative(self, exp: Experience) -> torch.Tensor:
@@ -190,9 +185,6 @@ def select_groups(exp: Experience, groups: torch.Tensor) -> Experience:
         truncated=exp.truncated[rows],
         completions=[exp.completions[i] for i in rows.tolist()],
         n=exp.n,
-        turn_rewards=None
-        if exp.turn_rewards is None
-        else exp.turn_rewards[rows, : seq.response_mask.shape[1]],
         episodes=None if exp.episodes is None else exp.episodes.rows(rows.tolist()),
     )
 
@@ -216,11 +208,6 @@ def concat(parts: list[Experience]) -> Experience:
         truncated=torch.cat([p.truncated for p in parts]),
         completions=[c for p in parts for c in p.completions],
         n=parts[0].n,
-        turn_rewards=(
-            None
-            if parts[0].turn_rewards is None
-            else torch.cat([pad_response(p.turn_rewards, width) for p in parts])
-        ),
         episodes=None if parts[0].episodes is None else Episodes.concat([p.episodes for p in parts]),
     )
 

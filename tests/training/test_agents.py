@@ -55,7 +55,7 @@ def test_the_trained_tokens_are_the_sampled_ones_and_their_log_probs_the_trainer
     s = Session(load_recipe("grpo", small("grpo", "rollout.n=4")).recipe)
     exp, _ = s.generation.collector.collect(4, seed=0, timer=Timer())
     seq, episodes = exp.seq, exp.episodes
-    told = [i for i, f in enumerate(episodes.finish_reasons) if len(episodes.turn_ends[i]) > 1]
+    told = [i for i, ends in enumerate(episodes.turn_ends) if len(ends) > 1]
     assert told, "no episode got a second turn: nothing between turns to mask"
     for row in told:
         mask, attention = seq.response_mask[row], seq.response_attention[row]

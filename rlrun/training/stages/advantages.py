@@ -30,8 +30,11 @@ def token_scores(exp: Experience) -> torch.Tensor:
     plus a step environment's per-turn rewards on each turn's last token (GAE and REINFORCE++
     credit them where they fell; estimators that score a whole response, GRPO's kind, see
     their sum: the episode's return)."""
-    scores = scores_at_last_token(exp.scores, exp.seq.response_mask)
-    return scores if exp.turn_rewards is None else scores + exp.turn_rewards
+    mask = exp.seq.response_mask
+    scores = scores_at_last_token(exp.scores, mask)
+    if exp.episodes is None:
+        return scores
+    return scores + exp.episodes.token_rewards(mask.shape[1]).to(scores.device)
 
 
 def _kl_in_reward(recipe: Any, needs: Any) -> bool:
