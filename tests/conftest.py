@@ -19,6 +19,15 @@ from rlrun.records.record import RunMeta
 # on the length of pytest's temporary paths (longer under pytest-xdist's workers).
 os.environ["COLUMNS"] = "200"
 
+# pytest-xdist's workers share the cores: each worker, and every process it starts, takes its
+# share of them (OMP_NUM_THREADS, unless set), not one thread per core each. Oversubscribed,
+# torch's threads wait on each other's descheduled ones: a tiny run's step took 2.7 s, not 0.2.
+# The documentation pages' commands run with rlrun's own defaults all the same (docs_transcripts).
+WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+if WORKERS > 1:
+    os.environ.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // WORKERS)))
+    torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
+
 
 @pytest.fixture
 def random_lm() -> Qwen2ForCausalLM:

@@ -1,9 +1,14 @@
-"""Where this process sits in a launched job, from the variables torchrun's agent gives the
-processes it starts. Reads the environment only (no torch), so the run records can use it."""
+"""Where this process sits in a launched job, from the variables its launcher (torchrun's agent,
+a local sweep) gives the processes it starts. Reads the environment only (no torch), so the run
+records can use it."""
 
 from __future__ import annotations
 
 import os
+
+# The CPU threads a local sweep gives each of its runs (its share of the cores): a cap the run
+# applies where it would otherwise take every core, not a choice that replaces its own.
+CPU_THREADS_SHARE = "RLRUN_CPU_THREADS"
 
 
 def launched_machine() -> tuple[int, int]:

@@ -22,10 +22,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from rlrun import interrupt
+from rlrun.facts.launched import CPU_THREADS_SHARE
 from rlrun.sweep.plan import RunPlan, run_lock
 
 POLL_S = 0.2
-THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
 ENTRY = [sys.executable, "-m", "rlrun"]  # the rlrun CLI (rlrun/__main__.py)
 
 
@@ -39,7 +39,7 @@ class Slots:
     gpus: tuple[int, ...] = ()
 
     def environment(self, slot: int) -> dict[str, str]:
-        env = {name: str(self.threads) for name in THREAD_VARIABLES}
+        env = {CPU_THREADS_SHARE: str(self.threads)}  # a cap: a small model's run keeps its one thread
         if self.gpus:
             env["CUDA_VISIBLE_DEVICES"] = str(self.gpus[slot])
         return env

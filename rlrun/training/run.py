@@ -24,6 +24,7 @@ from accelerate import PartialState
 
 from rlrun import interrupt
 from rlrun.errors import ConfigIssue, RecipeError
+from rlrun.facts.launched import CPU_THREADS_SHARE
 from rlrun.interrupt import StopRequests
 from rlrun.pathnames import folder_problem
 from rlrun.recipes import LoadedRecipe, algorithm_summary, load_recipe
@@ -111,11 +112,15 @@ def check_run_dir(loaded: LoadedRecipe, options: RunOptions) -> None:
 
 
 def cpu_threads_for(parameters: int, environ: Mapping[str, str]) -> int | None:
-    """The intra-op thread count a CPU run should use, or None to leave torch's choice: one for a
-    small model, unless the user set OMP_NUM_THREADS."""
-    if "OMP_NUM_THREADS" in environ or parameters >= SMALL_MODEL_PARAMETERS:
+    """The intra-op thread count a CPU run should use, or None to leave torch's choice (which
+    follows OMP_NUM_THREADS): the user's when they set OMP_NUM_THREADS; else one for a small
+    model; else a sweep's share of the cores (CPU_THREADS_SHARE), when a sweep started the run."""
+    if "OMP_NUM_THREADS" in environ:
         return None
-    return 1
+    if parameters < SMALL_MODEL_PARAMETERS:
+        return 1
+    share = environ.get(CPU_THREADS_SHARE)
+    return int(share) if share else None
 
 
 def slow_step_note(step: int, seconds: float, earlier: list[float]) -> str | None:

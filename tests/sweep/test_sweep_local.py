@@ -36,7 +36,7 @@ def test_slots_split_the_machine(runs, cpus, gpus, jobs, expected):
     slots = size_slots(runs, cpus, gpus, jobs)
     assert (slots.concurrent, slots.threads, slots.gpus) == expected
     environment = slots.environment(slots.concurrent - 1)
-    assert environment["OMP_NUM_THREADS"] == str(expected[1])
+    assert environment["RLRUN_CPU_THREADS"] == str(expected[1])
     assert environment.get("CUDA_VISIBLE_DEVICES") == (str(expected[2][-1]) if gpus else None)
 
 

@@ -94,6 +94,13 @@ def test_a_small_model_on_cpu_uses_one_thread_unless_the_user_chose():
     assert cpu_threads_for(500_000_000, {}) is None
 
 
+def test_a_sweep_s_share_of_the_cores_caps_a_run_but_never_replaces_a_choice():
+    share = {"RLRUN_CPU_THREADS": "4"}
+    assert cpu_threads_for(995_200, share) == 1  # a small model keeps its one thread
+    assert cpu_threads_for(500_000_000, share) == 4
+    assert cpu_threads_for(500_000_000, {**share, "OMP_NUM_THREADS": "2"}) is None  # the user's
+
+
 def test_a_step_far_slower_than_the_runs_typical_step_is_explained():
     earlier = [0.2, 0.25, 0.2, 0.3]  # median 0.225
     note = slow_step_note(9, 8.0, earlier)
