@@ -50,9 +50,14 @@ free_port() {
   python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
 }
 
+# The CPUs this host gives us: nproc would report OMP_NUM_THREADS instead where that is set.
+host_cpus() {
+  env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc
+}
+
 write_conf() {
   local cpus memory_mb
-  cpus=$(nproc)
+  cpus=$(host_cpus)
   # slurmd refuses a node whose RealMemory exceeds what it finds; leave the OS some room.
   memory_mb=$(awk '/^MemTotal:/ {print int($2 / 1024 * 0.9)}' /proc/meminfo)
   cat >"$conf" <<EOF
@@ -133,7 +138,7 @@ start() {
     sleep 1
     waited=$((waited + 1))
   done
-  say "cluster ready in $dir after ${waited}s (partition $partition: node $node, $(nproc) CPUs)"
+  say "cluster ready in $dir after ${waited}s (partition $partition: node $node, $(host_cpus) CPUs)"
   echo "export SLURM_CONF=$conf"
 }
 
