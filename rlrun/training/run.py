@@ -111,13 +111,14 @@ def check_run_dir(loaded: LoadedRecipe, options: RunOptions) -> None:
     raise RecipeError([issue])
 
 
-def cpu_threads_for(parameters: int, environ: Mapping[str, str]) -> int | None:
-    """The intra-op thread count a CPU run should use, or None to leave torch's choice (which
-    follows OMP_NUM_THREADS): the user's when they set OMP_NUM_THREADS; else one for a small
-    model; else a sweep's share of the cores (CPU_THREADS_SHARE), when a sweep started the run."""
+def cpu_threads_for(parameters: int | None, environ: Mapping[str, str]) -> int | None:
+    """The intra-op thread count a run should use, or None to leave torch's choice (which follows
+    OMP_NUM_THREADS): the user's when they set OMP_NUM_THREADS; else one for a small model on CPU
+    (`parameters`; None on an accelerator); else a sweep's share of the cores (CPU_THREADS_SHARE),
+    when a sweep started the run."""
     if "OMP_NUM_THREADS" in environ:
         return None
-    if parameters < SMALL_MODEL_PARAMETERS:
+    if parameters is not None and parameters < SMALL_MODEL_PARAMETERS:
         return 1
     share = environ.get(CPU_THREADS_SHARE)
     return int(share) if share else None
@@ -469,11 +470,12 @@ def start_run(
         session = make_session(loaded.recipe, warn=say)
         if interrupt.requested():  # Ctrl-C while loading, its KeyboardInterrupt lost in a library
             raise KeyboardInterrupt
+        parameters = None  # on an accelerator the small-model rule does not apply; a sweep's share does
         if on_cpu(loaded.recipe):
             parameters = sum(p.numel() for p in session.models.unwrapped_policy.parameters())
-            threads = cpu_threads_for(parameters, os.environ)
-            if threads is not None:
-                torch.set_num_threads(threads)
+        threads = cpu_threads_for(parameters, os.environ)
+        if threads is not None:
+            torch.set_num_threads(threads)
         resumed = None
         if start_from is not None:
             resumed = session.load_checkpoint(start_from)

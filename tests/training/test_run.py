@@ -98,6 +98,7 @@ def test_a_sweep_s_share_of_the_cores_caps_a_run_but_never_replaces_a_choice():
     share = {"RLRUN_CPU_THREADS": "4"}
     assert cpu_threads_for(995_200, share) == 1  # a small model keeps its one thread
     assert cpu_threads_for(500_000_000, share) == 4
+    assert cpu_threads_for(None, share) == 4  # a run on a GPU: its CPU work shares the cores too
     assert cpu_threads_for(500_000_000, {**share, "OMP_NUM_THREADS": "2"}) is None  # the user's
 
 
