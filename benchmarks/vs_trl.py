@@ -228,13 +228,6 @@ def peak_rss_mib() -> float:
 
 
 def run_trl(spec: Spec) -> Result:
-    from datasets import Dataset
-    from torch.optim.lr_scheduler import LambdaLR
-    from transformers import TrainerCallback, TrainerState
-    from trl import GRPOConfig, GRPOTrainer
-
-    from rlrun.training.optim import lr_factor
-
     train, val = arithmetic_splits(spec.val_prompts)
     if spec.chat:  # conversational prompts: TRL applies the chat template itself
         train = [{**r, "prompt": chat_messages(r["prompt"])} for r in train]
@@ -255,14 +248,94 @@ def run_trl(spec: Spec) -> Result:
         scores = score([str(p) for p in prompts], texts, answer)
         reward_per_step.append(sum(scores) / len(scores))
         if not samples:
-            shown = prompts[0]
-            if isinstance(shown, list):  # the conversation as TRL renders it for generation
-                shown = tokenizer.apply_chat_template(shown, tokenize=False, add_generation_prompt=True)
-            samples.append(f"prompt {shown!r}, answer {answer[0]!r}")
+            samples.append(f"prompt {trl_prompt_text(tokenizer, prompts[0])!r}, answer {answer[0]!r}")
             samples.extend(sample_line(tokenizer, t) for t in texts[:SHOWN])
         return scores
 
     tokenizer = load_tokenizer(spec.model_dir)
+    trainer, clock = trl_trainer(spec, trl_config(spec), train, reward, tokenizer, val)
+    trainer.train()
+    acc_after = greedy_accuracy(
+        trainer.model, tokenizer, val, chat=spec.chat, max_new_tokens=spec.eval_tokens
+    )
+    step_times = [b - a for a, b in pairwise(clock.marks)]
+    return Result(
+        spec,
+        step_times,
+        tokens_per_step,
+        reward_per_step,
+        samples,
+        peak_rss_mib(),
+        acc_after,
+        phase_s=mean_phases(clock.phases[timed_steps(len(clock.phases))]),
+        curve=clock.curve,
+    )
+
+
+def trl_prompt_text(tokenizer: PreTrainedTokenizerBase, prompt: str | list, **template: object) -> str:
+    """A prompt as TRL renders it for generation (a conversation through the chat template)."""
+    if isinstance(prompt, str):
+        return prompt
+    return tokenizer.apply_chat_template(prompt, tokenize=False, add_generation_prompt=True, **template)
+
+
+def trl_config(spec: Spec, **extra: object):  # -> trl.GRPOConfig (trl is imported only in the worker)
+    """TRL's settings for `spec`: every knob rlrun also has set to the shared value; `extra`:
+    further GRPOConfig fields."""
+    from trl import GRPOConfig
+
+    return GRPOConfig(
+        output_dir=str(Path(spec.work_dir) / "trl"),
+        max_steps=spec.steps,
+        # One optimizer step per rollout, in micro-batches (TRL generates once per steps_per_generation,
+        # which defaults to gradient_accumulation_steps).
+        per_device_train_batch_size=spec.micro_rows,
+        gradient_accumulation_steps=spec.rows // spec.micro_rows,
+        num_generations=spec.samples_per_prompt,
+        max_completion_length=spec.max_new_tokens,
+        generation_kwargs={"min_new_tokens": spec.max_new_tokens} if spec.fixed_length else None,
+        temperature=1.0,
+        beta=spec.beta,  # k3 estimator when > 0
+        loss_type="dapo",  # token-mean over the whole batch, like rlrun's token-mean
+        epsilon=0.2,
+        learning_rate=spec.lr,  # on rlrun's schedule (trl_trainer's create_scheduler)
+        adam_beta1=0.9,
+        adam_beta2=0.99,
+        adam_epsilon=1e-8,
+        weight_decay=0.0,
+        max_grad_norm=1.0,
+        gradient_checkpointing=False,  # TRL defaults both on; rlrun runs without them
+        bf16=False,
+        model_init_kwargs={"dtype": torch.float32},
+        seed=spec.seed,
+        shuffle_dataset=False,  # both sides take the training prompts in order: the same prompts each step
+        use_cpu=not torch.cuda.is_available(),
+        save_strategy="no",
+        report_to="none",
+        logging_steps=spec.steps,
+        disable_tqdm=True,
+        **extra,
+    )
+
+
+def trl_trainer(
+    spec: Spec,
+    config: object,
+    train: list[dict],
+    reward: Callable[..., list[float]],
+    tokenizer: PreTrainedTokenizerBase,
+    val: list[dict[str, str]],
+    **trainer_kwargs: object,
+):  # -> tuple[trl.GRPOTrainer, StepClock]
+    """TRL's GRPOTrainer on `train` (in order) with rlrun's learning-rate schedule, timed: the
+    returned clock's step-end marks, each step's phases and (with spec.eval_every) held-out
+    greedy accuracy on `val`. `trainer_kwargs` go to GRPOTrainer (tools=, processing_class=)."""
+    from datasets import Dataset
+    from torch.optim.lr_scheduler import LambdaLR
+    from transformers import TrainerCallback, TrainerState
+    from trl import GRPOTrainer
+
+    from rlrun.training.optim import lr_factor
 
     # Seconds of the current step in TRL's phases, named as rlrun's timing_s/* (Trainer below).
     phase_now: dict[str, float] = defaultdict(float)
@@ -331,37 +404,6 @@ def run_trl(spec: Spec) -> Result:
             with phase("ref" if model is self.ref_model else "old_log_prob"):
                 return super()._get_per_token_logps_and_entropies(model, *args, **kwargs)
 
-    config = GRPOConfig(
-        output_dir=str(Path(spec.work_dir) / "trl"),
-        max_steps=spec.steps,
-        # One optimizer step per rollout, in micro-batches (TRL generates once per steps_per_generation,
-        # which defaults to gradient_accumulation_steps).
-        per_device_train_batch_size=spec.micro_rows,
-        gradient_accumulation_steps=spec.rows // spec.micro_rows,
-        num_generations=spec.samples_per_prompt,
-        max_completion_length=spec.max_new_tokens,
-        generation_kwargs={"min_new_tokens": spec.max_new_tokens} if spec.fixed_length else None,
-        temperature=1.0,
-        beta=spec.beta,  # k3 estimator when > 0
-        loss_type="dapo",  # token-mean over the whole batch, like rlrun's token-mean
-        epsilon=0.2,
-        learning_rate=spec.lr,  # on rlrun's schedule (Trainer.create_scheduler)
-        adam_beta1=0.9,
-        adam_beta2=0.99,
-        adam_epsilon=1e-8,
-        weight_decay=0.0,
-        max_grad_norm=1.0,
-        gradient_checkpointing=False,  # TRL defaults both on; rlrun runs without them
-        bf16=False,
-        model_init_kwargs={"dtype": torch.float32},
-        seed=spec.seed,
-        shuffle_dataset=False,  # both sides take the training prompts in order: the same prompts each step
-        use_cpu=not torch.cuda.is_available(),
-        save_strategy="no",
-        report_to="none",
-        logging_steps=spec.steps,
-        disable_tqdm=True,
-    )
     clock = StepClock()
     trainer = Trainer(
         model=spec.model_dir,
@@ -369,23 +411,9 @@ def run_trl(spec: Spec) -> Result:
         args=config,
         train_dataset=Dataset.from_list(train),
         callbacks=[clock],
+        **trainer_kwargs,
     )
-    trainer.train()
-    acc_after = greedy_accuracy(
-        trainer.model, tokenizer, val, chat=spec.chat, max_new_tokens=spec.eval_tokens
-    )
-    step_times = [b - a for a, b in pairwise(clock.marks)]
-    return Result(
-        spec,
-        step_times,
-        tokens_per_step,
-        reward_per_step,
-        samples,
-        peak_rss_mib(),
-        acc_after,
-        phase_s=mean_phases(clock.phases[timed_steps(len(clock.phases))]),
-        curve=clock.curve,
-    )
+    return trainer, clock
 
 
 # --- rlrun ---------------------------------------------------------------------------------
