@@ -490,6 +490,16 @@ def probe_layouts(layout: str) -> list[bool]:
     return taken
 
 
+def rlrun_steps(metrics_file: Path) -> tuple[list[dict], list[dict], list[float]]:
+    """A run's metrics.jsonl: every row, the steps' rows (step > 0), and each step's training
+    seconds (wall time since the previous row, less the evaluation logged in the step's row)."""
+    records = [json.loads(line) for line in metrics_file.read_text().splitlines()]
+    steps = [m for m in records if m["step"] > 0]
+    walls = [records[0]["wall_time_s"]] + [m["wall_time_s"] for m in steps]
+    step_times = [b - a - m.get("timing_s/eval", 0.0) for (a, b), m in zip(pairwise(walls), steps)]
+    return records, steps, step_times
+
+
 def run_rlrun(spec: Spec) -> Result:
     from rlrun.recipes import load_recipe
     from rlrun.recipes.builtin import builtin_path
@@ -500,11 +510,7 @@ def run_rlrun(spec: Spec) -> Result:
     loaded = load_recipe(builtin_path(spec.recipe), overrides)
     taken = probe_layouts(spec.layout)
     run = train(loaded, RunOptions(run_dir=Path(spec.work_dir) / "run"), say=print, overrides=overrides)
-    records = [json.loads(line) for line in run.dir.metrics_file.read_text().splitlines()]
-    steps = [m for m in records if m["step"] > 0]
-    walls = [records[0]["wall_time_s"]] + [m["wall_time_s"] for m in steps]
-    # less the evaluation logged in the step's row (timing_s/eval): training seconds
-    step_times = [b - a - m.get("timing_s/eval", 0.0) for (a, b), m in zip(pairwise(walls), steps)]
+    records, steps, step_times = rlrun_steps(run.dir.metrics_file)
     curve = [[0, 0.0, records[0]["val/accuracy"]]] + [
         [m["step"], t, m["val/accuracy"]]
         for m, t in zip(steps, accumulate(step_times))
@@ -573,15 +579,21 @@ def build_scaled_model(tiny_dir: str, out_dir: Path, seed: int) -> int:
 
 def run_side(spec: Spec) -> Result:
     """Run one side in a fresh interpreter; its noise goes to stderr, its Result comes back as JSON."""
+    data = run_worker(spec, __file__)
+    return Result(spec=Spec(**data.pop("spec")), **data)
+
+
+def run_worker(spec: Spec, script: str) -> dict:
+    """`script --worker SPEC_JSON` in a fresh interpreter (its noise goes to stderr): the
+    result.json it writes beside the spec, as a dict."""
     work = Path(spec.work_dir)
     work.mkdir(parents=True, exist_ok=True)
     (work / "spec.json").write_text(json.dumps(asdict(spec)))
     # Both sides inherit this environment as is, OpenMP's wait policy included (benchmarks/README.md).
     subprocess.run(
-        [sys.executable, __file__, "--worker", str(work / "spec.json")], check=True, stdout=sys.stderr
+        [sys.executable, script, "--worker", str(work / "spec.json")], check=True, stdout=sys.stderr
     )
-    data = json.loads((work / "result.json").read_text())
-    return Result(spec=Spec(**data.pop("spec")), **data)
+    return json.loads((work / "result.json").read_text())
 
 
 def worker(spec_path: Path) -> None:
