@@ -39,7 +39,7 @@ class GuessNumberGame(Section):
     train_size: PositiveInt = 20000
     """Training games generated (secrets drawn with replacement)."""
     val_size: PositiveInt = 500
-    """Validation games: distinct secrets, at most about a quarter of the range's numbers (disjoint from training)."""
+    """Validation games: distinct secrets (at most every number of the range once; the prompt never shows the secret, so both splits draw from the whole range)."""
     seed: NonNegativeInt = 1234
     """Seed of the generator."""
 

@@ -1,14 +1,19 @@
 """Guess-a-number: a stateful multi-turn environment and its prompts, e.g. ``Guess a number from 1 to 63.``
 
 The model finds a secret integer in ``[low, high]`` with a ``guess(number)`` tool answering
-``higher``, ``lower`` or ``correct``. Later turns depend on earlier observations: a good player
-keeps the interval the answers leave and guesses inside it. Bisection finds every secret
-within ``(high - low + 1).bit_length()`` guesses, the default limit; a random guess consistent
-with the answers so far often needs more, so the strategy decides success.
+``higher`` or ``lower`` with the numbers the answers so far leave (``higher 33-63``), or
+``correct``. Later turns depend on earlier observations: the game keeps the interval, and a good
+player guesses inside the last one it stated. Bisection (its middle, ``(low + high) // 2``)
+finds every secret within ``(high - low + 1).bit_length()`` guesses, the default limit; a
+random guess inside the interval wins about half the games of 1 to 63 in 6 guesses (49 %), so
+the strategy decides success.
 
 The secret comes from the dataset row (``GuessNumberTask``), as TRL passes a row's columns to
-``reset(**row)``: episodes are reproducible, and every secret belongs to one split (a hash of
-the number), so no validation secret is ever a training secret.
+``reset(**row)``: episodes are reproducible. Both splits draw secrets from the whole range: the
+prompt is the same for every secret and never shows it, so a game holds nothing to remember
+but the strategy. Splitting the numbers instead taught a prior: with a quarter of them held out
+for validation, training success rose (0.20 to 0.34 in 120 steps) while validation success
+fell (0.16 to 0.10), the policy learning to avoid the held-out numbers.
 """
 
 from __future__ import annotations
@@ -17,8 +22,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-
-from rlrun.tasks.splits import HASH_BUCKETS, in_validation
 
 DATA_SOURCE = "rlrun:guess_number"  # `data.source` naming this task
 HIGHER, LOWER, CORRECT = "higher", "lower", "correct"
@@ -35,14 +38,21 @@ def prompt_text(low: int, high: int) -> str:
     return f"Guess a number from {low} to {high}."
 
 
+def answer_text(direction: str, low: int, high: int) -> str:
+    """``higher`` or ``lower`` and the numbers the secret can still be, e.g. ``higher 33-63``."""
+    return f"{direction} {low}-{high}"
+
+
 class GuessNumber:
     """Find the secret number (a TRL-style environment: its one public method, ``guess``, is
     the tool). ``reset`` takes the secret and the rules from the dataset row; ``get_reward``
     is ``1 - GUESS_COST * (guesses - 1)`` once found within ``max_guesses``, else 0. Every call
-    of ``guess`` counts, one that raises (not an integer, outside the range) too."""
+    of ``guess`` counts, one that raises (not an integer, outside the range) too. The game
+    keeps the interval ``[left_low, left_high]`` the answers so far leave, and states it."""
 
     def __init__(self) -> None:
         self._secret = self._low = self._high = self._max_guesses = self._guesses = 0
+        self._left_low = self._left_high = 0
         self._found = False
 
     def reset(self, *, secret: int, low: int, high: int, max_guesses: int, **row: Any) -> None:
@@ -54,6 +64,7 @@ class GuessNumber:
                 f"low={low}, high={high}, max_guesses={max_guesses}"
             )
         self._secret, self._low, self._high, self._max_guesses = secret, low, high, max_guesses
+        self._left_low, self._left_high = low, high
         self._guesses, self._found = 0, False
 
     def guess(self, number: int) -> str:
@@ -63,8 +74,9 @@ class GuessNumber:
             number: The guess, an integer in the range the prompt states.
 
         Returns:
-            "higher" if the secret is higher, "lower" if it is lower, "correct" when it is the
-            secret, "game over" when the last allowed guess misses.
+            "higher" if the secret is higher, "lower" if it is lower, each with the numbers the
+            secret can still be ("higher 33-63"); "correct" when it is the secret, "game over"
+            when the last allowed guess misses.
         """
         if self._found or self._guesses >= self._max_guesses:
             raise ValueError("the game is over")
@@ -78,7 +90,11 @@ class GuessNumber:
             return CORRECT
         if self._guesses == self._max_guesses:
             return GAME_OVER
-        return HIGHER if self._secret > number else LOWER
+        if self._secret > number:
+            self._left_low = max(self._left_low, number + 1)
+            return answer_text(HIGHER, self._left_low, self._left_high)
+        self._left_high = min(self._left_high, number - 1)
+        return answer_text(LOWER, self._left_low, self._left_high)
 
     def get_reward(self) -> float:
         """1 for a secret found at the first guess, ``GUESS_COST`` less per further guess; 0 unfound."""
@@ -89,31 +105,21 @@ class GuessNumber:
 class GuessNumberTask:
     """Rows for ``GuessNumber``: a secret in ``[low, high]`` and the rules, as dataset columns.
 
-    ``max_guesses`` None is the bisection worst case. ``val_permille`` of the numbers are
-    validation secrets (a hash of the number: a secret keeps its split whatever the range).
-    Training secrets are drawn with replacement; validation secrets are distinct, so there are
-    at most about ``val_permille / 1000`` of the range's numbers.
+    ``max_guesses`` None is the bisection worst case. Training secrets are drawn uniformly with
+    replacement; validation secrets are distinct (every number of the range once, in a seeded
+    order, when ``size`` allows), so that success on them is the game's success rate.
     """
 
     low: int = 1
     high: int = 63
     max_guesses: int | None = None
     seed: int = 1234
-    val_permille: int = 250
 
     def __post_init__(self) -> None:
         if not 0 <= self.low < self.high:
             raise ValueError(f"the range needs 0 <= low < high, got low={self.low}, high={self.high}")
         if self.max_guesses is not None and self.max_guesses < 1:
             raise ValueError(f"max_guesses must be >= 1, got {self.max_guesses}")
-        if not 0 < self.val_permille < HASH_BUCKETS:
-            raise ValueError(f"val_permille must be in (0, {HASH_BUCKETS}), got {self.val_permille}")
-        numbers = self._numbers()
-        if (
-            in_validation(numbers, self.val_permille).all()
-            or not in_validation(numbers, self.val_permille).any()
-        ):
-            raise ValueError(f"the range {self.low} to {self.high} is too small for two splits")
 
     @property
     def guesses_allowed(self) -> int:
@@ -121,15 +127,11 @@ class GuessNumberTask:
 
     def train(self, size: int) -> list[dict[str, Any]]:
         """``size`` training rows (secrets drawn with replacement)."""
-        numbers = self._numbers()
-        secrets = numbers[~in_validation(numbers, self.val_permille)]
-        return self._rows(np.random.default_rng([self.seed, 0]).choice(secrets, size))
+        return self._rows(np.random.default_rng([self.seed, 0]).choice(self._numbers(), size))
 
     def validation(self, size: int) -> list[dict[str, Any]]:
-        """``size`` rows with distinct validation secrets (fewer if the split is smaller)."""
-        numbers = self._numbers()
-        secrets = numbers[in_validation(numbers, self.val_permille)]
-        return self._rows(np.random.default_rng([self.seed, 1]).permutation(secrets)[:size])
+        """``size`` rows with distinct secrets (fewer when the range is smaller)."""
+        return self._rows(np.random.default_rng([self.seed, 1]).permutation(self._numbers())[:size])
 
     def _numbers(self) -> np.ndarray:
         return np.arange(self.low, self.high + 1, dtype=np.int64)

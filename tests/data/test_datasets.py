@@ -66,12 +66,12 @@ def test_generator_datasets_are_tokenised_once(tokenizer):
 def test_the_guessing_game_rows_carry_its_columns(tokenizer):
     data = {"source": "rlrun:guess_number", "guess_number": {"high": 31, "train_size": 40, "val_size": 500}}
     train, val = load_prompt_datasets(Data.model_validate(data), tokenizer)
-    assert len(train) == 40 and 0 < len(val) < 16  # validation: distinct secrets, about a quarter of 31
+    assert len(train) == 40 and len(val) == 31  # validation: every secret once
     assert train.prompts[0] == "Guess a number from 1 to 31."
     assert set(train.extra) == {"secret", "low", "high", "max_guesses", "data_source"}
     assert train.extra["max_guesses"][0] == 5 and train.extra["high"][0] == 31
     assert [str(s) for s in train.extra["secret"]] == train.ground_truths
-    assert not set(train.extra["secret"]) & set(val.extra["secret"])
+    assert sorted(val.extra["secret"]) == list(range(1, 32))
 
 
 def test_verl_parquet_loads_as_is(tmp_path, tokenizer):

@@ -92,12 +92,13 @@ def test_the_synthesized_episodes_follow_the_format():
         ("408", True),
     ]
     row = {"prompt": "Guess a number from 1 to 63.", "secret": 21, "low": 1, "high": 63, "max_guesses": 6}
-    bisection = build.guess_episode(row, bisect=True, rng=None)
+    bisection = build.guess_episode(row, np.random.default_rng(0), bisect_share=1.0)
     guesses = [text for text, sampled in bisection if sampled][:-1]
     answers = [text for text, sampled in bisection if not sampled]
     assert guesses == [f"<call>guess({n})</call>" for n in (32, 16, 24, 20, 22, 21)]
     assert answers == [
-        f"<result>{a}</result>" for a in ("lower", "higher", "lower", "higher", "lower", "correct")
+        f"<result>{a}</result>"
+        for a in ("lower 1-31", "higher 17-31", "lower 17-23", "higher 21-23", "lower 21-21", "correct")
     ]
     assert bisection[-1] == ("21", True)  # the answer after "correct": the secret
 
@@ -115,21 +116,26 @@ def test_half_the_calls_trained_on_show_a_random_result_to_copy():
     assert {len(s) for s in shown} == set(range(1, 8)) and all(s.isdigit() for s in shown)
 
 
-def test_random_games_stay_inside_the_interval_and_end_as_the_game_says():
+def test_games_guess_inside_the_interval_a_fifth_in_its_middle_and_end_as_the_game_says():
     build = build_script()
     rng = np.random.default_rng(0)
     row = {"prompt": "Guess a number from 1 to 63.", "secret": 50, "low": 1, "high": 63, "max_guesses": 6}
-    endings = set()
-    for _ in range(200):
-        segments = build.guess_episode(row, bisect=False, rng=rng)
+    endings, middles = set(), []
+    for _ in range(400):
+        segments = build.guess_episode(row, rng)
         low, high = 1, 63
         for (call, _), (result, _) in zip(segments[0:-1:2], segments[1::2]):
             number = int(call.removeprefix("<call>guess(").removesuffix(")</call>"))
             assert low <= number <= high
+            middles.append(number == (low + high) // 2 and low < high)  # a last number is no choice
             answer = result.removeprefix("<result>").removesuffix("</result>")
-            low, high = (number + 1, high) if answer == "higher" else (low, number - 1)
+            if answer.startswith(("higher", "lower")):
+                low, high = (number + 1, high) if answer.startswith("higher") else (low, number - 1)
+                assert answer.endswith(f" {low}-{high}")
         endings.add((segments[-2][0], segments[-1][0]))
     assert endings == {("<result>correct</result>", "50"), ("<result>game over</result>", "")}
+    # BISECT_SHARE 0.2 of the guesses, plus chance; about 1,900 guesses: sd about 0.01
+    assert 0.18 < sum(middles) / len(middles) < 0.3
 
 
 def test_encoded_episodes_train_on_the_model_turns_only(built_tok):
