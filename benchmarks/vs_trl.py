@@ -26,6 +26,7 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
 from functools import partial
 from itertools import accumulate, pairwise
+from operator import attrgetter
 from pathlib import Path
 
 import torch
@@ -130,6 +131,14 @@ def timed_steps(steps: int) -> slice:
     """All steps but the first (warm-up: allocator, lazy init) and the last (rlrun's closing
     evaluation falls in it), when there are enough."""
     return slice(1, -1) if steps > 2 else slice(None)
+
+
+def rlrun_timed_phases(steps: list[dict]) -> dict[str, float]:
+    """Each phase's mean seconds over an rlrun run's timed steps (its `timing_s/*` metrics)."""
+    timed = steps[timed_steps(len(steps))]
+    return mean_phases(
+        [{k.removeprefix("timing_s/"): v for k, v in m.items() if k.startswith("timing_s/")} for m in timed]
+    )
 
 
 # --- shared by both sides -------------------------------------------------------------------
@@ -529,10 +538,7 @@ def run_rlrun(spec: Spec) -> Result:
         max_new_tokens=spec.eval_tokens,
     )
     rewards = [m["critic/score/mean"] for m in steps]
-    timed = steps[timed_steps(len(steps))]
-    phases = mean_phases(
-        [{k.removeprefix("timing_s/"): v for k, v in m.items() if k.startswith("timing_s/")} for m in timed]
-    )
+    phases = rlrun_timed_phases(steps)
     return Result(
         spec,
         step_times,
@@ -612,6 +618,23 @@ def spread(values: list[float], fmt: str) -> str:
     return lo if lo == hi else f"{lo}–{hi}"
 
 
+def parse_or_work(parser: argparse.ArgumentParser, work: Callable[[Path], None]) -> argparse.Namespace | None:
+    """The command line's arguments; or, in a subprocess started with `--worker SPEC` (one side's
+    run, as `run_worker` starts it), None once `work(SPEC)` is done."""
+    parser.add_argument("--worker", type=Path, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker:
+        work(args.worker)
+        return None
+    return args
+
+
+def spread_cells(runs: list, columns: list[tuple[str, str]]) -> list[str]:
+    """A table cell per (attribute, format): the `spread` of that attribute over the runs
+    (a dotted name reaches into an attribute's own)."""
+    return [spread([attrgetter(name)(r) for r in runs], fmt) for name, fmt in columns]
+
+
 def report(results: list[Result], acc_before: dict[str, float]) -> str:
     """The Markdown table: each side, then the rlrun / TRL ratios, per (workload, KL); with
     repeats, each cell is the range over them (ratios: over the repeats' pairs, in run order)."""
@@ -639,20 +662,16 @@ def report(results: list[Result], acc_before: dict[str, float]) -> str:
         kl = f"beta {beta:g}" if beta else "off"
         for side in ("trl", "rlrun"):
             if runs := sides.get(side):
+                timing = [
+                    ("median_step_s", ".3f"),
+                    ("tokens_per_s", ",.0f"),
+                    ("mean_response_tokens", ".1f"),
+                    ("peak_rss_mib", ",.0f"),
+                ]
                 lines.append(
                     row(
-                        [
-                            workload,
-                            kl,
-                            side,
-                            str(len(runs)),
-                            spread([r.median_step_s for r in runs], ".3f"),
-                            spread([r.tokens_per_s for r in runs], ",.0f"),
-                            spread([r.mean_response_tokens for r in runs], ".1f"),
-                            spread([r.peak_rss_mib for r in runs], ",.0f"),
-                            f"{acc_before[workload]:.1%}",
-                            spread([r.acc_after for r in runs], ".1%"),
-                        ]
+                        [workload, kl, side, str(len(runs)), *spread_cells(runs, timing)]
+                        + [f"{acc_before[workload]:.1%}", spread([r.acc_after for r in runs], ".1%")]
                     )
                 )
         pairs = list(zip(sides.get("trl", []), sides.get("rlrun", [])))
@@ -726,10 +745,8 @@ def main() -> None:
     parser.add_argument("--val-prompts", type=int, default=500)
     parser.add_argument("--model", default="rlrun:tiny-base", help="the tiny workload's model")
     parser.add_argument("--quick", action="store_true", help="smoke run: 5 / 2 steps, 100 validation prompts")
-    parser.add_argument("--worker", type=Path, help=argparse.SUPPRESS)
-    args = parser.parse_args()
-    if args.worker:
-        worker(args.worker)
+    args = parse_or_work(parser, worker)
+    if args is None:
         return
     if args.quick:
         args.steps, args.steps_30m, args.val_prompts = 5, 2, 100

@@ -75,7 +75,18 @@ from pathlib import Path
 from typing import Any
 
 import vs_trl
-from vs_trl import mean_phases, peak_rss_mib, rlrun_overrides, rlrun_steps, row, spread, timed_steps
+from vs_trl import (
+    mean_phases,
+    parse_or_work,
+    peak_rss_mib,
+    rlrun_overrides,
+    rlrun_steps,
+    rlrun_timed_phases,
+    row,
+    spread,
+    spread_cells,
+    timed_steps,
+)
 
 RECIPE = Path(__file__).resolve().parent.parent / "examples" / "agents" / "calculator.yaml"
 # 3-digit products, which the model cannot compute alone (the agent_calculator recipe's task)
@@ -376,10 +387,7 @@ def run_rlrun(spec: Spec) -> Result:
     user = first[0]["transcript"][0]["content"]  # the row's message, which the agent's template renders
     samples = [f"prompt {user!r}, answer {first[0]['ground_truth']!r}"]
     samples += [episode_line(s["transcript"]) for s in first]
-    timed = steps[timed_steps(len(steps))]
-    phases = mean_phases(
-        [{k.removeprefix("timing_s/"): v for k, v in m.items() if k.startswith("timing_s/")} for m in timed]
-    )
+    phases = rlrun_timed_phases(steps)
     return Result(
         spec,
         step_times,
@@ -421,21 +429,16 @@ def report(results: list[Result], before: Eval) -> str:
     sides = {s: [r for r in results if r.spec.side == s] for s in ("trl", "rlrun")}
     for side, runs in sides.items():
         if runs:
-            lines.append(
-                row(
-                    [
-                        side,
-                        str(len(runs)),
-                        spread([r.episodes_per_s for r in runs], ".2f"),
-                        spread([r.tokens_per_s for r in runs], ",.0f"),
-                        spread([r.median_step_s for r in runs], ".1f"),
-                        spread([r.peak_rss_mib for r in runs], ",.0f"),
-                        spread([r.calls_per_episode for r in runs], ".2f"),
-                        spread([r.after.called for r in runs], ".1%"),
-                        spread([r.after.accuracy for r in runs], ".1%"),
-                    ]
-                )
-            )
+            columns = [
+                ("episodes_per_s", ".2f"),
+                ("tokens_per_s", ",.0f"),
+                ("median_step_s", ".1f"),
+                ("peak_rss_mib", ",.0f"),
+                ("calls_per_episode", ".2f"),
+                ("after.called", ".1%"),
+                ("after.accuracy", ".1%"),
+            ]
+            lines.append(row([side, str(len(runs)), *spread_cells(runs, columns)]))
     pairs = list(zip(sides["trl"], sides["rlrun"]))
     if pairs:
 
@@ -506,10 +509,8 @@ def main() -> None:
     parser.add_argument(
         "--quick", action="store_true", help="smoke run: 1 pair, 2 steps of 2 prompts, 8 held-out prompts"
     )
-    parser.add_argument("--worker", type=Path, help=argparse.SUPPRESS)
-    args = parser.parse_args()
-    if args.worker:
-        worker(args.worker)
+    args = parse_or_work(parser, worker)
+    if args is None:
         return
     if args.quick:
         args.pairs, args.steps, args.prompts_per_step, args.val_prompts = 1, 2, 2, 8
