@@ -7,7 +7,7 @@ scripts/trl_defaults.py from the installed packages, which also checks it (`--wr
 from typing import Any
 
 TRL_VERSION = "1.16.0"
-TRANSFORMERS_VERSION = "5.24.0"
+TRANSFORMERS_VERSION = "5.25.0"
 
 # transformers.TrainingArguments
 TRAINING_ARGUMENTS: dict[str, Any] = {

@@ -14,6 +14,7 @@ from rlrun.algorithms.kl import kl_penalty
 from rlrun.cli import app
 from rlrun.convert.conversion import ConvertError
 from rlrun.convert.trl import convert, read_config
+from rlrun.convert.trl_defaults import TRANSFORMERS_VERSION, TRL_VERSION
 from rlrun.convert.trl_keys import IGNORED, TABLE, TRL_DEFAULTS, rule
 from rlrun.recipes import load_recipe
 
@@ -424,7 +425,7 @@ def test_where_trls_optimizer_steps_still_differ_the_report_says_so():
     assert any("loss_type dapo: TRL divides each optimizer step's token sum" in n for n in notes)
     one = convert({**BASICS, "max_steps": 10}, "x.yaml")  # one optimizer step per generation
     assert not any("reshuffles" in n or "loss_type dapo" in n for n in one.notes)
-    assert one.report().startswith("read as TRL 1.16.0 (transformers 5.24.0) runs it")
+    assert one.report().startswith(f"read as TRL {TRL_VERSION} (transformers {TRANSFORMERS_VERSION}) runs it")
 
 
 def test_every_refused_key_is_listed():
