@@ -116,26 +116,33 @@ def test_half_the_calls_trained_on_show_a_random_result_to_copy():
     assert {len(s) for s in shown} == set(range(1, 8)) and all(s.isdigit() for s in shown)
 
 
-def test_games_guess_inside_the_interval_a_fifth_in_its_middle_and_end_as_the_game_says():
+def test_three_games_in_ten_bisect_the_others_ignore_the_answers_and_all_end_as_the_game_says():
     build = build_script()
     rng = np.random.default_rng(0)
     row = {"prompt": "Guess a number from 1 to 63.", "secret": 50, "low": 1, "high": 63, "max_guesses": 6}
-    endings, middles = set(), []
+    endings, bisecting, outside = set(), [], 0
     for _ in range(400):
         segments = build.guess_episode(row, rng)
-        low, high = 1, 63
+        low, high, middles = 1, 63, []
         for (call, _), (result, _) in zip(segments[0:-1:2], segments[1::2]):
             number = int(call.removeprefix("<call>guess(").removesuffix(")</call>"))
-            assert low <= number <= high
-            middles.append(number == (low + high) // 2 and low < high)  # a last number is no choice
+            assert 1 <= number <= 63
+            outside += not low <= number <= high
+            middles.append(number == (low + high) // 2)
             answer = result.removeprefix("<result>").removesuffix("</result>")
             if answer.startswith(("higher", "lower")):
-                low, high = (number + 1, high) if answer.startswith("higher") else (low, number - 1)
+                low = max(low, number + 1) if answer.startswith("higher") else low
+                high = min(high, number - 1) if answer.startswith("lower") else high
                 assert answer.endswith(f" {low}-{high}")
+        bisecting.append(all(middles))
+        if all(middles):  # 50 is 32, 48, 56, 52, 50: found in 5
+            assert [call for call, _ in segments[0:-1:2]] == [
+                f"<call>guess({n})</call>" for n in (32, 48, 56, 52, 50)
+            ]
         endings.add((segments[-2][0], segments[-1][0]))
     assert endings == {("<result>correct</result>", "50"), ("<result>game over</result>", "")}
-    # BISECT_SHARE 0.2 of the guesses, plus chance; about 1,900 guesses: sd about 0.01
-    assert 0.18 < sum(middles) / len(middles) < 0.3
+    assert 0.22 < sum(bisecting) / 400 < 0.38  # BISECT_SHARE 0.3 of the games, 400 games: sd 0.023
+    assert outside > 0  # the others' guesses leave the interval: the answers are not used
 
 
 def test_encoded_episodes_train_on_the_model_turns_only(built_tok):
