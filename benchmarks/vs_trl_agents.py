@@ -88,7 +88,9 @@ from vs_trl import (
     timed_steps,
 )
 
-RECIPE = Path(__file__).resolve().parent.parent / "examples" / "agents" / "calculator.yaml"
+RECIPE = (
+    Path(__file__).resolve().parent.parent / "examples" / "agents" / "calculator.yaml"
+)  # --recipe's default
 # 3-digit products, which the model cannot compute alone (the agent_calculator recipe's task)
 TASK = ["data.arithmetic.digits=3", 'data.arithmetic.operators=["*"]']
 SHOWN = 2  # episodes of the first step printed per side
@@ -160,7 +162,7 @@ def agent_overrides(spec: Spec) -> list[str]:
     limits as TRL has them."""
     from rlrun.recipes import load_recipe
 
-    own = load_recipe(RECIPE, []).recipe
+    own = load_recipe(spec.recipe, []).recipe
     return [
         *rlrun_overrides(spec),
         # the recipe's own wording (vs_trl's chat workload sets another)
@@ -177,7 +179,7 @@ def recipe_spec(args: argparse.Namespace, model_dir: str) -> Spec:
     """The agent recipe's settings as a Spec, with the command line's steps, prompts and seed."""
     from rlrun.recipes import load_recipe
 
-    r = load_recipe(RECIPE, TASK).recipe
+    r = load_recipe(args.recipe, TASK).recipe
     schedule = r.actor.lr_scheduler
     prompts = args.prompts_per_step or r.trainer.prompts_per_step
     micro = args.micro_batch_samples or r.actor.micro_batch_samples
@@ -197,7 +199,7 @@ def recipe_spec(args: argparse.Namespace, model_dir: str) -> Spec:
         samples_per_prompt=r.rollout.n,
         chat=True,
         micro_batch_samples=min(micro, prompts * r.rollout.n),
-        recipe=str(RECIPE),
+        recipe=str(args.recipe),
         lr_scheduler=(schedule.name, schedule.warmup_steps, schedule.min_lr_ratio),
         max_turns=r.agent.max_turns,
     )
@@ -243,7 +245,7 @@ class Evaluator:
         from rlrun.rollout.engine import SamplingParams
         from rlrun.training.models import load_tokenizer
 
-        self.recipe = load_recipe(RECIPE, agent_overrides(spec)).recipe
+        self.recipe = load_recipe(spec.recipe, agent_overrides(spec)).recipe
         self.tokenizer = load_tokenizer(spec.model_dir)
         self.train, val = load_prompt_datasets(self.recipe.data, self.tokenizer)
         self.val = val.take(range(min(spec.val_prompts, len(val))))
@@ -302,7 +304,7 @@ def run_trl(spec: Spec) -> Result:
 
     from rlrun.recipes import load_recipe
 
-    template = Path(load_recipe(RECIPE, []).recipe.agent.chat_template).read_text(encoding="utf-8")
+    template = Path(load_recipe(spec.recipe, []).recipe.agent.chat_template).read_text(encoding="utf-8")
     tokenizer = vs_trl.load_tokenizer(spec.model_dir)
     tokenizer.chat_template = template
     tokenizer.response_template = qwen3_template  # Hermes calls in ChatML (module docstring)
@@ -379,7 +381,7 @@ def run_rlrun(spec: Spec) -> Result:
     from rlrun.records.rundir import METRICS, SAMPLES
 
     sampled = probe_sampled_tokens()
-    result = rlrun.train(RECIPE, agent_overrides(spec), run_dir=Path(spec.work_dir) / "run")
+    result = rlrun.train(spec.recipe, agent_overrides(spec), run_dir=Path(spec.work_dir) / "run")
     peak = peak_rss_mib()
     _, steps, step_times = rlrun_steps(result.run_dir / METRICS)
     first = [json.loads(line) for line in (result.run_dir / SAMPLES).read_text().splitlines()]
@@ -502,6 +504,12 @@ def main() -> None:
     )
     parser.add_argument(
         "--val-prompts", type=int, default=100, help="held-out prompts of the shared evaluation"
+    )
+    parser.add_argument(
+        "--recipe",
+        type=Path,
+        default=RECIPE,
+        help="the agent recipe (its model, template, tool and few-shot messages; default: calculator.yaml)",
     )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--sides", default="trl,rlrun", help="comma-separated subset of trl,rlrun")

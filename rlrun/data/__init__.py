@@ -24,6 +24,7 @@ def load_prompt_datasets(data: Data, tokenizer: Any) -> tuple[PromptDataset, Pro
         "apply_chat_template": data.apply_chat_template,
         "chat_template_kwargs": data.chat_template_kwargs,
         "system_prompt": data.system_prompt,
+        "few_shot_messages": data.few_shot_messages,
         "prompt_template": data.prompt_template,
         "max_prompt_tokens": data.max_prompt_tokens,
         "overlong": data.overlong_prompts,

@@ -118,6 +118,7 @@ def build_prompt_dataset(
     apply_chat_template: ChatTemplateMode | str = "auto",
     chat_template_kwargs: dict[str, Any] | None = None,
     system_prompt: str | None = None,
+    few_shot_messages: Sequence[dict[str, Any]] = (),
     prompt_template: str = PROMPT_PLACEHOLDER,
     max_prompt_tokens: int | None = None,
     overlong: OverlongPolicy | str = "drop",
@@ -127,8 +128,10 @@ def build_prompt_dataset(
 
     ``prompt_template`` wraps each prompt (a message list: its last user message), replacing
     ``{prompt}``; ``system_prompt`` becomes the system message of prompts that have none (the
-    first line of the text without a chat template). ``chat_template_kwargs`` go to the chat
-    template (Qwen3's ``enable_thinking``).
+    first line of the text without a chat template). ``few_shot_messages`` go before each
+    prompt's own messages, after its system message, as they are (worked examples); they need
+    the chat template. ``chat_template_kwargs`` go to the chat template (Qwen3's
+    ``enable_thinking``).
 
     Over-long prompts are dropped, truncated (keeping their last tokens: the end of the
     question and the generation prompt) or raise, per ``overlong``; counts are in ``.report``.
@@ -145,11 +148,20 @@ def build_prompt_dataset(
     ):
         raise DataError(name, "the prompts are chat messages but the tokenizer has no chat template")
     truths = [_answer(r, answer_key, i, name) for i, r in enumerate(records)]
-    messages = [_messages(p, system_prompt, prompt_template, i, name) for i, p in enumerate(raw_prompts)]
+    messages = [
+        _messages(p, system_prompt, few_shot_messages, prompt_template, i, name)
+        for i, p in enumerate(raw_prompts)
+    ]
     # "messages" (TRL's rule): only prompts written as chat messages get the template
     templated = [
         use_template and (apply_chat_template != "messages" or isinstance(p, list)) for p in raw_prompts
     ]
+    if few_shot_messages and not all(templated):
+        raise DataError(
+            name,
+            "data.few_shot_messages are chat messages, and these prompts are not rendered by a chat "
+            "template (the tokenizer has none, or data.apply_chat_template leaves them as text)",
+        )
     texts = [_render(m, tokenizer, t, chat_template_kwargs or {}) for m, t in zip(messages, templated)]
     ids = _tokenize(tokenizer, texts, templated)
     top_keys = {prompt_key.split(".")[0], answer_key.split(".")[0]}
@@ -216,9 +228,15 @@ def _use_chat_template(tokenizer: Any, mode: ChatTemplateMode | str, name: str) 
 
 
 def _messages(
-    prompt: Any, system_prompt: str | None, template: str, index: int, name: str
+    prompt: Any,
+    system_prompt: str | None,
+    few_shot: Sequence[dict[str, Any]],
+    template: str,
+    index: int,
+    name: str,
 ) -> list[dict[str, Any]]:
-    """A record's prompt as chat messages, with the recipe's template and system prompt applied."""
+    """A record's prompt as chat messages, with the recipe's template, few-shot messages and
+    system prompt applied."""
     if isinstance(prompt, str):
         messages = [{"role": "user", "content": prompt}]
     elif isinstance(prompt, list) and all(isinstance(m, dict) and "content" in m for m in prompt):
@@ -234,7 +252,8 @@ def _messages(
         users[-1]["content"] = template.replace(PROMPT_PLACEHOLDER, str(users[-1]["content"]))
     if system_prompt is not None and not any(m.get("role") == "system" for m in messages):
         messages.insert(0, {"role": "system", "content": system_prompt})
-    return messages
+    first = int(bool(messages) and messages[0].get("role") == "system")
+    return [*messages[:first], *(dict(m) for m in few_shot), *messages[first:]]
 
 
 def _render(

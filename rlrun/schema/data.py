@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from rlrun.schema.base import NonNegativeInt, PositiveInt, Section
 from rlrun.tasks.arithmetic import DATA_SOURCE as ARITHMETIC_SOURCE
 
 PROMPT_PLACEHOLDER = "{prompt}"  # where data.prompt_template puts the dataset's prompt
+FEW_SHOT_ROLES = ("user", "assistant", "tool")  # a system message is data.system_prompt's
 
 
 class Arithmetic(Section):
@@ -63,6 +64,8 @@ class Data(Section):
     """Keywords for the tokenizer's chat template, e.g. {enable_thinking: false} (TRL's chat_template_kwargs)."""
     system_prompt: str | None = None
     """an instruction sent before every prompt (the system message), e.g. the answer format; null = none"""
+    few_shot_messages: list[dict[str, Any]] = Field(default_factory=list)
+    """Chat messages put before every prompt's own (after its system message), as the chat template renders them: worked examples, e.g. a question, the assistant's tool call, the tool's result and the answer; they need a chat template ([] = none)"""
     prompt_template: str = PROMPT_PLACEHOLDER
     """text around each dataset prompt; {prompt} marks where it goes (it must appear)"""
     max_prompt_tokens: PositiveInt | None = 64
@@ -73,3 +76,14 @@ class Data(Section):
     """Draw the training prompts in a shuffled order (seeded by data.seed)."""
     seed: NonNegativeInt = 0
     """Seed of the prompt order."""
+
+    @field_validator("few_shot_messages")
+    @classmethod
+    def _chat_messages(cls, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        for index, message in enumerate(messages):
+            if message.get("role") not in FEW_SHOT_ROLES or not isinstance(message.get("content"), str):
+                raise ValueError(
+                    f"message {index} needs a role ({' | '.join(FEW_SHOT_ROLES)}) and a content string, "
+                    f"got {message}"
+                )
+        return messages

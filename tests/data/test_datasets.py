@@ -120,6 +120,25 @@ def test_system_prompt_and_template_wrap_every_prompt(tmp_path, tokenizer, chat_
     ]
 
 
+def test_few_shot_messages_come_after_the_system_message_and_before_the_prompt(tokenizer, chat_tokenizer):
+    shots = [{"role": "user", "content": "1+1="}, {"role": "assistant", "content": "2"}]
+    records = [{"prompt": "2+3=", "answer": "5"}]
+    options = {"system_prompt": "Add.", "few_shot_messages": shots, "prompt_template": "Q: {prompt}"}
+    (prompt,) = build_prompt_dataset(records, chat_tokenizer, **options).prompts
+    assert (
+        prompt == "system: Add. user: 1+1= assistant: 2 user: Q: 2+3= assistant: "
+    )  # the template: the row's only
+    owned = [{"prompt": [{"role": "user", "content": "hi"}], "answer": "1"}]
+    assert build_prompt_dataset(owned, chat_tokenizer, few_shot_messages=shots).prompts == [
+        "user: 1+1= assistant: 2 user: hi assistant: "
+    ]
+    with pytest.raises(DataError, match="few_shot_messages are chat messages"):
+        build_prompt_dataset(records, tokenizer, few_shot_messages=shots)  # no chat template
+    for bad in ({"role": "system", "content": "x"}, {"role": "user"}, {"content": "x"}):
+        with pytest.raises(ValueError, match="message 0 needs a role"):
+            Data.model_validate({"few_shot_messages": [bad]})
+
+
 @pytest.mark.parametrize("suffix", [".jsonl", ".json"])
 def test_json_files_with_dotted_keys(tmp_path, tokenizer, suffix):
     records = [{"q": {"text": f"{i}+1="}, "meta": {"answer": i + 1}, "tag": "t"} for i in range(4)]

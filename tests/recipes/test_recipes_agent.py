@@ -240,3 +240,32 @@ def test_an_estimator_that_compares_positions_is_refused_for_episodes(write, hea
         "  tools: [rlrun:calculator]\n",
     )
     assert [(i.code, i.key) for i in errors(path)] == [("agent-estimator", "algorithm.advantage")]
+
+
+def test_the_few_shot_example_shows_three_calls_before_each_question(monkeypatch):
+    """examples/agents/calculator_few_shot.yaml as written: each episode's prompt is the tools,
+    the three worked examples with their calls in the template's own format, then the row's
+    question (the embedded SmolLM2's tokenizer, the example's template)."""
+    from rlrun.agents.formats import Prompt
+    from rlrun.data import load_prompt_datasets
+    from rlrun.embedded import resolve_model_path
+    from rlrun.evaluation import build_agent_spec
+    from rlrun.training.models import load_tokenizer
+
+    monkeypatch.chdir(Path(__file__).resolve().parents[2])
+    sizes = ["data.arithmetic.train_size=2", "data.arithmetic.val_size=2"]
+    recipe = load_recipe("examples/agents/calculator_few_shot.yaml", sizes).recipe
+    tokenizer = load_tokenizer(resolve_model_path(recipe.model.path))
+    train, _ = load_prompt_datasets(recipe.data, tokenizer)
+    agent = build_agent_spec(recipe, tokenizer)
+    ids = agent.format.prompt_ids(Prompt(train.prompt_ids[0], train.messages[0]), list(agent.tools))
+    text = tokenizer.decode(ids)
+    calls = [
+        f'<tool_call>\n{{"name": "calculator", "arguments": {{"expression": "{e}"}}}}\n</tool_call>'
+        for e in ("12*34", "507*83", "641*229")
+    ]
+    assert all(text.count(call) == 1 for call in calls) and text.index(calls[0]) < text.index(calls[2])
+    assert "<tool_response>\n146789\n</tool_response>" in text
+    question = train.messages[0][-1]["content"]
+    assert question.endswith("? Use the calculator, then answer with only the number.") and "*" in question
+    assert text.endswith(f"<|im_start|>user\n{question}<|im_end|>\n<|im_start|>assistant\n")
