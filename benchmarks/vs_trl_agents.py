@@ -88,9 +88,8 @@ from vs_trl import (
     timed_steps,
 )
 
-RECIPE = (
-    Path(__file__).resolve().parent.parent / "examples" / "agents" / "calculator.yaml"
-)  # --recipe's default
+# --recipe's default
+RECIPE = Path(__file__).resolve().parent.parent / "examples" / "agents" / "calculator.yaml"
 # 3-digit products, which the model cannot compute alone (the agent_calculator recipe's task)
 TASK = ["data.arithmetic.digits=3", 'data.arithmetic.operators=["*"]']
 SHOWN = 2  # episodes of the first step printed per side
