@@ -224,6 +224,13 @@ def episode_line(messages: list[dict[str, Any]]) -> str:
     return " | ".join(parts)
 
 
+def after_question(transcript: list[dict[str, Any]]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The row's question (the prompt's last user message: worked examples come before it, and
+    results are `tool` messages) and the episode's messages after it."""
+    last = max(i for i, m in enumerate(transcript) if m.get("role") == "user")
+    return transcript[last], transcript[last + 1 :]
+
+
 def final_answer(messages: list[dict[str, Any]]) -> str:
     """The episode's last model turn, as rlrun's reward reads it (rlrun.rollout.responses)."""
     from rlrun.rollout.responses import _final_answer
@@ -327,7 +334,7 @@ def run_trl(spec: Spec) -> Result:
         scores = score([str(p) for p in prompts], [final_answer(c) for c in completions], answer)
         rewards.append(sum(scores) / len(scores))
         if not samples:
-            samples.append(f"prompt {prompts[0][0]['content']!r}, answer {answer[0]!r}")
+            samples.append(f"prompt {after_question(prompts[0])[0]['content']!r}, answer {answer[0]!r}")
             samples.extend(episode_line(c) for c in completions[:SHOWN])
         return scores
 
@@ -385,9 +392,9 @@ def run_rlrun(spec: Spec) -> Result:
     _, steps, step_times = rlrun_steps(result.run_dir / METRICS)
     first = [json.loads(line) for line in (result.run_dir / SAMPLES).read_text().splitlines()]
     first = [s for s in first if s["step"] == 1][:SHOWN]
-    user = first[0]["transcript"][0]["content"]  # the row's message, which the agent's template renders
-    samples = [f"prompt {user!r}, answer {first[0]['ground_truth']!r}"]
-    samples += [episode_line(s["transcript"]) for s in first]
+    question, _ = after_question(first[0]["transcript"])
+    samples = [f"prompt {question['content']!r}, answer {first[0]['ground_truth']!r}"]
+    samples += [episode_line(after_question(s["transcript"])[1]) for s in first]
     phases = rlrun_timed_phases(steps)
     return Result(
         spec,
