@@ -19,9 +19,10 @@ on their answers only, while the learning rate decays. The first checkpoint afte
 (checked every ``--eval-every`` steps) whose measured behaviour is in its bands (calls written
 right and results copied, a calling share near the data's, half the guesses inside the
 interval, most games not yet won) becomes ``tiny-agent``; the games are measured from the
-switch on (before it, only the calculator's copying decides anything). Behaviour is measured on episodes run as training runs
-them (``rlrun.rollout.episodes`` over the hf engine, an ``agent`` section in the plain format with
-``rlrun:calculator`` or the ``GuessNumber`` environment); the figures go to ``build_info.json``.
+switch on (before it, only the calculator's copying decides anything). Behaviour is measured
+on episodes run as training runs them (``rlrun.rollout.episodes`` over the hf engine, an
+``agent`` section in the plain format with ``rlrun:calculator`` or the ``GuessNumber``
+environment); the figures go to ``build_info.json``.
 Deterministic on CPU for a given seed, thread count, libraries and CPU kernels.
 
     python scripts/build_tiny_agent.py                  # into rlrun/embedded/models/tiny-agent

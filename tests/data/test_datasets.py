@@ -125,9 +125,8 @@ def test_few_shot_messages_come_after_the_system_message_and_before_the_prompt(t
     records = [{"prompt": "2+3=", "answer": "5"}]
     options = {"system_prompt": "Add.", "few_shot_messages": shots, "prompt_template": "Q: {prompt}"}
     (prompt,) = build_prompt_dataset(records, chat_tokenizer, **options).prompts
-    assert (
-        prompt == "system: Add. user: 1+1= assistant: 2 user: Q: 2+3= assistant: "
-    )  # the template: the row's only
+    # the prompt template wraps the row's question only, not the examples
+    assert prompt == "system: Add. user: 1+1= assistant: 2 user: Q: 2+3= assistant: "
     owned = [{"prompt": [{"role": "user", "content": "hi"}], "answer": "1"}]
     assert build_prompt_dataset(owned, chat_tokenizer, few_shot_messages=shots).prompts == [
         "user: 1+1= assistant: 2 user: hi assistant: "
