@@ -26,6 +26,7 @@ from rlrun.embedded.gguf import (
     gguf_cache_dir,
     is_intact,
     logger,
+    packaged_model_dir,
 )
 from rlrun.facts.packages import installed_spec, is_installed
 
@@ -158,7 +159,7 @@ def model_folder_here(name_or_path: str) -> str | None:
             return None
         if name not in PACKAGED_GGUF:
             return str(MODELS_DIR / name)
-        converted = cache_root() / "models" / name
+        converted = packaged_model_dir(name)
         return str(converted) if is_intact(converted) else None
     return name_or_path if Path(name_or_path).expanduser().is_dir() else None
 
@@ -179,7 +180,7 @@ def resolve_model_path(name_or_path: str) -> str:
         return str(MODELS_DIR / name)
     if requirement := missing_requirement(name_or_path):
         raise MissingExtraError(f"{name_or_path} needs packages that are not installed: {requirement}")
-    target = cache_root() / "models" / name
+    target = packaged_model_dir(name)
     if is_intact(target):  # converted before: the GGUF file is not needed again
         return str(target)
     return str(converted_folder(PACKAGED_GGUF[name].path(), target))

@@ -1,15 +1,17 @@
 """GGUF files -> cached Hugging Face folders (float32 safetensors, tokenizer, chat template).
 
 transformers reads GGUF through the `gguf` package and dequantizes it; the result is saved once
-under the cache (``RLRUN_CACHE``, default ``~/.cache/rlrun``) and reused. A folder is written
-under a temporary name and renamed into place, so a killed conversion never leaves a half
-folder where a finished one is expected; its manifest (size and sha256 of every file) is
-checked on first use in a process, and a folder that fails the check is converted again.
+under the cache (``RLRUN_CACHE``, default ``~/.cache/rlrun``; one tree per transformers major
+release) and reused. A folder is written under a temporary name and renamed into place, so a
+killed conversion never leaves a half folder where a finished one is expected; its manifest
+(size and sha256 of every file) is checked on first use in a process, and a folder that fails
+the check is converted again.
 """
 
 from __future__ import annotations
 
 import hashlib
+import importlib.metadata
 import json
 import logging
 import os
@@ -36,9 +38,20 @@ def file_sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
+def conversions_root() -> Path:
+    """Where converted folders live: one tree per transformers major release, since a folder saved
+    by one may name classes the other cannot import (5.x saves a ``TokenizersBackend`` tokenizer)."""
+    return cache_root() / f"transformers-{importlib.metadata.version('transformers').split('.')[0]}"
+
+
 def gguf_cache_dir(gguf_file: Path) -> Path:
     """The cache folder of a user's ``.gguf`` file, keyed by its content (a replaced file converts anew)."""
-    return cache_root() / "gguf" / f"{gguf_file.stem}-{file_sha256(gguf_file)[:16]}"
+    return conversions_root() / "gguf" / f"{gguf_file.stem}-{file_sha256(gguf_file)[:16]}"
+
+
+def packaged_model_dir(name: str) -> Path:
+    """The cache folder of the packaged GGUF model ``rlrun:<name>``."""
+    return conversions_root() / "models" / name
 
 
 def converted_folder(gguf_file: Path, target: Path) -> Path:
@@ -56,6 +69,8 @@ def converted_folder(gguf_file: Path, target: Path) -> Path:
     try:
         convert_gguf(gguf_file, staging)
         write_manifest(staging, source=gguf_file)
+        if is_intact(target):  # another process finished first: its copy may be in use, keep it
+            return target
         _discard(target)
         try:
             staging.rename(target)
@@ -73,9 +88,11 @@ def convert_gguf(gguf_file: Path, out_dir: Path) -> None:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    from rlrun.facts.dtypes import dtype_argument
+
     folder, name = str(gguf_file.parent), gguf_file.name
     tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=name)
-    model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, dtype=torch.float32)
+    model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, **dtype_argument(torch.float32))
     # The weights are plain float32 now; the GGUF quantizer marker would make save_pretrained refuse.
     model.hf_quantizer = None
     if hasattr(model.config, "quantization_config"):

@@ -46,7 +46,7 @@ def fake_gguf(tmp_path, monkeypatch) -> Path:
 
 def test_a_gguf_file_converts_once_into_the_cache_and_is_reused(fake_gguf, tmp_path):
     folder = Path(resolve_model_path(str(fake_gguf)))
-    assert folder.parent == tmp_path / "cache" / "gguf" and folder.name.startswith("my-model.Q4_0-")
+    assert folder.parent == gguf.conversions_root() / "gguf" and folder.name.startswith("my-model.Q4_0-")
     assert json.loads((folder / "config.json").read_text()) == {"source": "my-model.Q4_0.gguf"}
     manifest = json.loads((folder / gguf.MANIFEST).read_text())
     assert manifest["files"]["model.safetensors"]["size"] == 700
@@ -54,6 +54,41 @@ def test_a_gguf_file_converts_once_into_the_cache_and_is_reused(fake_gguf, tmp_p
     assert resolve_model_path(str(fake_gguf)) == str(folder)
     assert fake_convert.calls == 1
     assert [p.name for p in folder.parent.iterdir()] == [folder.name]  # no temporary folder left
+
+
+def test_each_transformers_major_release_converts_into_its_own_folder(fake_gguf, tmp_path, monkeypatch):
+    """transformers 5 saves a tokenizer class (TokenizersBackend) that 4.x cannot import: a folder is
+    read only by the major release that wrote it; a patch release reuses it."""
+    installed = {"transformers": "5.24.0"}
+    monkeypatch.setattr(gguf.importlib.metadata, "version", installed.__getitem__)
+    five = Path(resolve_model_path(str(fake_gguf)))
+    installed["transformers"] = "4.51.3"
+    four = Path(resolve_model_path(str(fake_gguf)))
+    installed["transformers"] = "5.25.1"
+    assert resolve_model_path(str(fake_gguf)) == str(five) and fake_convert.calls == 2
+    assert (five.parents[1], four.parents[1]) == (
+        tmp_path / "cache" / "transformers-5",
+        tmp_path / "cache" / "transformers-4",
+    )
+
+
+def test_a_copy_another_process_finished_meanwhile_is_kept(fake_gguf, monkeypatch):
+    """Two runs that start together both convert; the one that finishes second keeps the first's
+    folder (which that run may be reading now) rather than replacing it."""
+    target = gguf.gguf_cache_dir(fake_gguf)
+
+    def convert_while_another_finishes(gguf_file: Path, out_dir: Path) -> None:
+        other = target.parent / ".other"
+        other.mkdir()
+        (other / "config.json").write_text('{"by": "the other process"}')
+        gguf.write_manifest(other, source=gguf_file)
+        other.rename(target)
+        fake_convert(gguf_file, out_dir)
+
+    monkeypatch.setattr(gguf, "convert_gguf", convert_while_another_finishes)
+    assert resolve_model_path(str(fake_gguf)) == str(target)
+    assert json.loads((target / "config.json").read_text()) == {"by": "the other process"}
+    assert [p.name for p in target.parent.iterdir()] == [target.name]
 
 
 def test_a_changed_gguf_file_converts_into_a_new_folder(fake_gguf):
@@ -91,7 +126,7 @@ def test_a_failed_conversion_leaves_no_folder(fake_gguf, tmp_path, monkeypatch):
     monkeypatch.setattr(gguf, "convert_gguf", broken)
     with pytest.raises(RuntimeError, match="killed halfway"):
         resolve_model_path(str(fake_gguf))
-    assert list((tmp_path / "cache" / "gguf").iterdir()) == []
+    assert list((gguf.conversions_root() / "gguf").iterdir()) == []
 
 
 def test_the_cache_defaults_under_the_home_folder(monkeypatch, tmp_path):
@@ -140,7 +175,7 @@ def test_a_packaged_gguf_is_taken_from_its_wheel_without_installing_the_package(
     monkeypatch.setenv("PIP_NO_INDEX", "1")
     monkeypatch.setenv("PIP_FIND_LINKS", str(tmp_path / "index"))
     folder = Path(resolve_model_path(SMOLLM2))
-    assert folder == tmp_path / "cache" / "models" / "smollm2-135m-instruct"
+    assert folder == gguf.conversions_root() / "models" / "smollm2-135m-instruct"
     assert packaged.cached().read_bytes() == content
     assert json.loads((folder / "config.json").read_text()) == {"source": "m.gguf"}
     assert importlib.util.find_spec("rlrun_test_gguf") is None  # taken out, not installed
@@ -228,8 +263,9 @@ def test_the_readme_s_real_model_install_builds_nothing(tmp_path):
 
 
 @pytest.mark.slow
-def test_the_packaged_smollm2_converts_to_a_float32_llama_with_its_chat_template(smollm2_cache):
-    folder = smollm2_cache / "models" / "smollm2-135m-instruct"
+def test_the_packaged_smollm2_converts_to_a_float32_llama_with_its_chat_template(smollm2_cache, monkeypatch):
+    monkeypatch.setenv("RLRUN_CACHE", str(smollm2_cache))
+    folder = gguf.packaged_model_dir("smollm2-135m-instruct")
     model = AutoModelForCausalLM.from_pretrained(folder)
     tokenizer = AutoTokenizer.from_pretrained(folder)
     assert model.config.model_type == "llama" and str(model.dtype) == "torch.float32"

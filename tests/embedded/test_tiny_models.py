@@ -172,11 +172,12 @@ def test_a_models_folder_is_found_here_without_fetching_or_converting(tmp_path, 
     import json
 
     from rlrun.embedded import model_folder_here
+    from rlrun.embedded.gguf import packaged_model_dir
 
     monkeypatch.setenv("RLRUN_CACHE", str(tmp_path))
     assert model_folder_here("rlrun:tiny-base") == str(MODELS_DIR / "tiny-base")
     assert model_folder_here("rlrun:smollm2-135m-instruct") is None  # not converted in this cache
-    converted = tmp_path / "models" / "smollm2-135m-instruct"
+    converted = packaged_model_dir("smollm2-135m-instruct")
     converted.mkdir(parents=True)
     (converted / "config.json").write_text("{}")
     entry = {"size": 2, "sha256": hashlib.sha256(b"{}").hexdigest()}
