@@ -19,7 +19,10 @@ its bound: for the prefill and for each decode step, the larger of streaming the
 machine's measured read bandwidth and the step's matmul FLOPs at the measured forward matmul rate
 (the model's own GEMM shapes at the step's rows), plus attention over the cache (its keys and
 values read at the measured bandwidth, or its FLOPs at the matmul rate, the larger). Sampling
-over the vocabulary is not in the bound: it is the overhead the bound leaves out.
+over the vocabulary is not in the bound: it is the overhead the bound leaves out. The matmul rate
+is measured on one weight per shape, called repeatedly, so the weight stays in the CPU's caches;
+a decode step reads each of its weights once. A second column sets the time against the same
+bound at the rate of the model's own weights, each multiplied once in the model's order.
 
     python benchmarks/roofline.py --phase generation [--points 32x4x8,128x16x8] [--threads 2] \
         [--compare-dynamic] [--profile]
@@ -32,8 +35,9 @@ import os
 import statistics
 import time
 from collections import Counter
+from collections.abc import Callable
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any
 
@@ -295,16 +299,33 @@ def add_generation_arguments(parser: argparse.ArgumentParser) -> None:
 @dataclass(frozen=True)
 class Machine:
     """This machine's rates at the run's thread count: bytes/s of a streaming read, and forward
-    matmul FLOP/s at the model's linear shapes per number of rows (measured when first asked)."""
+    matmul FLOP/s at the model's linear shapes per number of rows (measured when first asked).
+    With ``weights`` (the model's linear weights, in its order), also the rate at which a decode
+    step's products run as the step reads them: each weight once, from memory, where ``matmul``
+    times each shape's product repeatedly on one weight that stays in the CPU's caches."""
 
     read_bytes_per_s: float
     shapes: Counter
     rates: dict[int, float]
+    weights: tuple[torch.Tensor, ...] = ()
+    once_rates: dict[int, float] = field(default_factory=dict)
 
     def matmul(self, rows: int) -> float:
         if rows not in self.rates:
             self.rates[rows] = matmul_rate(self.shapes, rows, backward=False)
         return self.rates[rows]
+
+    def matmul_each_weight_once(self, rows: int) -> float:
+        if rows not in self.once_rates:
+            inputs = {w.shape[1]: torch.randn(rows, w.shape[1]) for w in self.weights}
+
+            def step() -> None:
+                for w in self.weights:
+                    torch.nn.functional.linear(inputs[w.shape[1]], w)
+
+            flops = sum(2 * rows * w.numel() for w in self.weights)
+            self.once_rates[rows] = flops / _seconds_per_call(step, 0.5)
+        return self.once_rates[rows]
 
 
 def read_rate(megabytes: int = 512) -> float:
@@ -343,16 +364,25 @@ class DecodeShape:
         )
 
     def bound(
-        self, machine: Machine, *, prompts: int, prompt_tokens: float, rows: int, tokens: int
+        self,
+        machine: Machine,
+        *,
+        prompts: int,
+        prompt_tokens: float,
+        rows: int,
+        tokens: int,
+        rate: Callable[[int], float] | None = None,
     ) -> dict[str, float]:
         """Seconds: the prefill (each prompt once), then tokens - 1 decode steps over `rows`
-        rows whose context grows from the prompt; split into weights, matmuls and attention."""
+        rows whose context grows from the prompt; split into weights, matmuls and attention.
+        `rate`: matmul FLOP/s by rows (default ``machine.matmul``)."""
+        rate = rate or machine.matmul
         prefill_tokens = prompts * prompt_tokens
         weights = self.weight_bytes / machine.read_bytes_per_s
         parts = {"weights": 0.0, "matmul": 0.0, "attention": 0.0}
 
         def add(flops: float, attention_flops: float, kv_bytes: float, matmul_rows: int) -> None:
-            matmul = flops / machine.matmul(matmul_rows)
+            matmul = flops / rate(matmul_rows)
             parts["weights" if weights >= matmul else "matmul"] += max(weights, matmul)
             attention = attention_flops / machine.matmul(matmul_rows)
             parts["attention"] += max(kv_bytes / machine.read_bytes_per_s, attention)
@@ -380,7 +410,8 @@ def generation_phase(args: argparse.Namespace) -> None:
     tokenizer = load_tokenizer(args.model)
     model = load_causal_lm(args.model, trainable=False)
     shape = DecodeShape.of(model)
-    machine = Machine(read_rate(), linear_shapes(model), {})
+    weights = tuple(m.weight.detach() for m in model.modules() if isinstance(m, torch.nn.Linear))
+    machine = Machine(read_rate(), linear_shapes(model), {}, weights)
     engines = {"preallocated": ROLLOUT_ENGINES.get("hf")(model, tokenizer)}
     if args.compare_dynamic:
         engines["dynamic"] = ROLLOUT_ENGINES.get("hf")(model, tokenizer, preallocate=False)
@@ -390,9 +421,10 @@ def generation_phase(args: argparse.Namespace) -> None:
     print(f"read bandwidth {machine.read_bytes_per_s / 1e9:.1f} GB/s; torch {torch.__version__}")
     print(
         "\n| point | rows | prompt tokens | measured s | bound s | measured / bound | bound: weights / matmul / "
-        "attention s | completion tok/s | matmul GFLOP/s at the rows | load |"
+        "attention s | completion tok/s | matmul GFLOP/s at the rows | measured / bound, each weight once "
+        "(GFLOP/s) | load |"
     )
-    print("|---|---:|---:|---:|---:|---:|---|---:|---:|---|")
+    print("|---|---:|---:|---:|---:|---:|---|---:|---:|---:|---|")
     for point in args.points.split(","):
         tokens, n, prompts = (int(x) for x in point.lower().split("x"))
         prompt_ids = point_prompts(tokenizer, prompts)
@@ -402,12 +434,15 @@ def generation_phase(args: argparse.Namespace) -> None:
         runs = time_sides(engines, prompt_ids, sampling, args.repeats)
         rows = n * prompts
         prompt_tokens = statistics.fmean(len(p) for p in prompt_ids)
-        parts = shape.bound(machine, prompts=prompts, prompt_tokens=prompt_tokens, rows=rows, tokens=tokens)
+        bound_at = {"machine": machine, "prompts": prompts, "prompt_tokens": prompt_tokens, "rows": rows}
+        parts = shape.bound(**bound_at, tokens=tokens)
         bound, measured = sum(parts.values()), statistics.median(w for w, _ in runs["preallocated"])
+        once = sum(shape.bound(**bound_at, tokens=tokens, rate=machine.matmul_each_weight_once).values())
         print(
             f"| {point} | {rows} | {prompt_tokens:.0f} | {measured:.2f} | {bound:.2f} | {measured / bound:.2f}x "
             f"| {parts['weights']:.2f} / {parts['matmul']:.2f} / {parts['attention']:.2f} | {rows * tokens / measured:,.0f} "
-            f"| {machine.matmul(rows) / 1e9:.1f} | {load:.1f} -> {os.getloadavg()[0]:.1f} |",
+            f"| {machine.matmul(rows) / 1e9:.1f} | {measured / once:.2f}x "
+            f"({machine.matmul_each_weight_once(rows) / 1e9:.1f}) | {load:.1f} -> {os.getloadavg()[0]:.1f} |",
             flush=True,
         )
         if "dynamic" in runs:
@@ -417,7 +452,7 @@ def generation_phase(args: argparse.Namespace) -> None:
             )
             print(
                 f"|   DynamicCache (fallback) | | | {dynamic:.2f} | | {dynamic / bound:.2f}x "
-                f"| dynamic / preallocated: wall {dynamic / measured:.2f}x, CPU time {cpu:.2f}x | | | |"
+                f"| dynamic / preallocated: wall {dynamic / measured:.2f}x, CPU time {cpu:.2f}x | | | | |"
             )
         print(
             "  runs, wall / CPU s: "

@@ -17,7 +17,8 @@ window reaches. Columns that a window reads but a row never wrote are masked, an
 (a masked column weighs 0, and 0 x NaN is NaN). The model gets a 4D additive attention mask (a
 row sees its own columns, causally), which transformers passes to attention unchanged
 (``rlrun.shared_prefix.takes_4d_mask`` says which models do); a decode step's mask is a view of a
-per-slot mask kept up to date as columns fill, so a step builds none.
+per-slot mask kept up to date as columns fill, so a step builds none. A step's attention is
+``rlrun.rollout.decode_attention``'s where it applies.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from typing import Any
 import torch
 from transformers import Cache
 
+from rlrun.rollout.decode_attention import single_query_attention
 from rlrun.shared_prefix import cache_keyword
 
 
@@ -163,7 +165,8 @@ class SlotCache(Cache):
             )
             self.bias[:k].scatter_(1, end.unsqueeze(-1), self._additive(kept).unsqueeze(-1))
         mask = self.bias[:k, : top + 1].unsqueeze(1).unsqueeze(1)
-        logits = self._call_model(token.unsqueeze(-1), (end - self.start[:k]).unsqueeze(-1), mask)
+        with single_query_attention(self.model):
+            logits = self._call_model(token.unsqueeze(-1), (end - self.start[:k]).unsqueeze(-1), mask)
         self.finite[:k] = self.finite[:k].clamp(min=top + 1)
         end += kept
         self._run += kept.sum()
