@@ -2,8 +2,8 @@
 columns, as two batched matmuls and a softmax.
 
 For a single query, torch's ``scaled_dot_product_attention`` on CPU runs its flash kernel, which
-at decode shapes (SmolLM2: 32-128 rows, 3 key-value heads of 3 queries, 60-550 keys) took 1.2-1.6x
-as long as these matmuls (benchmarks/README.md, "Generation against its bound"). The function is
+at decode shapes (SmolLM2: 32-128 rows, 3 key-value heads of 3 queries, 60-550 keys) took 1.2-2.1x
+as long as these matmuls (benchmarks/README.md, "A decode step's attention"). The function is
 registered with transformers' attention functions and stands in for the model's sdpa attention
 only inside ``single_query_attention(model)``, which ``SlotCache.step`` enters. It computes what
 sdpa computes - softmax(q k^T x scaling + mask) v, each key-value head serving its group of
@@ -23,8 +23,9 @@ from transformers import AttentionInterface
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
 NAME = "rlrun_single_query"
-# Model types whose attention layers pass nothing but the mask and scaling that changes the
-# result: rlrun's documented families. Qwen2 passes `sliding_window`, None where there is none.
+# Model types whose attention is exactly softmax(q k^T x scaling + mask) v, each key-value head
+# serving a group of query heads: rlrun's documented families (Qwen2's layers also pass
+# `sliding_window`, None without one).
 FAMILIES = frozenset({"llama", "qwen2", "qwen3"})
 _CHANGES_RESULT = ("sliding_window", "softcap", "s_aux", "sinks", "position_bias")
 
@@ -43,10 +44,10 @@ def attention(
     (b, kv_heads, keys, d), an additive mask broadcasting to (b, 1, 1, keys); returns
     (b, 1, heads, d), as sdpa's wrapper does."""
     batch, heads, length, dim = query.shape
-    exact = length == 1 and dropout == 0.0 and attention_mask is not None
-    exact = (
-        exact and attention_mask.is_floating_point() and attention_mask.shape[1] == 1
-    )  # one mask for all heads
+    shared_mask = (
+        attention_mask is not None and attention_mask.is_floating_point() and attention_mask.shape[1] == 1
+    )
+    exact = length == 1 and dropout == 0.0 and shared_mask  # one additive mask for every head
     if not exact or any(kwargs.get(k) is not None for k in _CHANGES_RESULT):
         return sdpa_attention_forward(module, query, key, value, attention_mask, dropout, scaling, **kwargs)
     kv_heads = key.shape[1]
