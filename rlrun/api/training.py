@@ -163,6 +163,7 @@ def train_loaded(
         run = run_training(loaded, options, say=say, overrides=loaded.overrides, callbacks=callbacks)
     # the rollout engine too: vLLM tears down its own groups when it closes
     release_process_group(run.session.generation.engine, meet=run.ended_at_step_boundary)
+    run.session.close()
     return run
 
 

@@ -1,8 +1,12 @@
-"""What a checkpoint's trainer_state.pt holds, and that it reads back as saved."""
+"""What a checkpoint's trainer_state.pt holds, and that it reads back as saved; what a closed
+session lets go of."""
+
+import weakref
 
 import torch
 
-from rlrun.training.session import TrainState
+from rlrun.recipes import load_recipe
+from rlrun.training.session import Session, TrainState
 
 SAVED = {  # trainer_state.pt as every rlrun version with these fields wrote it: a plain dict
     "step": 4,
@@ -29,3 +33,14 @@ def test_the_trainer_state_is_saved_as_a_plain_dict_and_reads_back(tmp_path):
 
 def test_keys_a_later_version_adds_do_not_stop_a_resume():
     assert TrainState.from_dict({**SAVED, "added_later": 1}) == TrainState.from_dict(SAVED)
+
+
+def test_a_closed_session_lets_go_of_its_models_at_once_and_keeps_its_counters():
+    session = Session(load_recipe("ppo", []).recipe)
+    session.counters.step = 3
+    policy, critic = weakref.ref(session.models.policy), weakref.ref(session.models.critic)
+    session.close()
+    # no cycle left for a later collection, such as the interpreter's teardown, to find
+    assert policy() is None and critic() is None
+    assert session.group.accelerator._models == [] and session.counters.step == 3
+    assert not hasattr(session, "models")
