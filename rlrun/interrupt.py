@@ -83,6 +83,10 @@ class StopRequests:
         self.requested = False  # a stop signal reached this process
         self.stopping = False  # every process stops after the step just done (`agree`)
         self.first_signal: int | None = None
+        # A second signal stopped the run at once. Its KeyboardInterrupt may reach the run as
+        # another error: torch's checkpoint writer, interrupted inside its Python write, raises
+        # RuntimeError("unexpected pos ...") instead.
+        self.at_once = False
         self.ending = False  # the end is being recorded: a further signal must not cut it short
 
     @contextmanager
@@ -105,6 +109,7 @@ class StopRequests:
         if self.ending:
             return
         if self.first_signal is not None:
+            self.at_once = True
             raise KeyboardInterrupt
         self.first_signal = signum
         self.requested = True

@@ -341,9 +341,12 @@ class Run:
             except KeyboardInterrupt:
                 status = "interrupted"
             except Exception as exc:
-                if is_disk_full(exc) and not isinstance(exc, ckpt.DiskFullError):  # a log or meta.json write
+                if self.stops.at_once:  # the second signal, as another error (`StopRequests.at_once`)
+                    status = "interrupted"
+                elif is_disk_full(exc) and not isinstance(exc, ckpt.DiskFullError):  # a log, meta.json
                     raise OSError(errno.ENOSPC, disk_full_message(self.dir.path, exc)) from exc
-                raise
+                else:
+                    raise
             finally:
                 if status == "interrupted":
                     try:
@@ -353,6 +356,10 @@ class Run:
                             and not self.checkpoint_due(self.session.counters.step)
                         ):
                             self.checkpoint()
+                    except Exception:
+                        if not self.stops.at_once:
+                            raise
+                        at_step_boundary = False  # the second signal as another error, as below
                     except KeyboardInterrupt:  # a second signal while saving: the partial save is ignored
                         at_step_boundary = False
                 self.close(status)

@@ -162,6 +162,52 @@ def test_a_second_signal_stops_at_once_and_saves_no_half_done_step(tmp_path):
     assert run.status == "interrupted" and run.saved == []  # before the fix: step 4's label on half of step 5
 
 
+def _second_signal_lost_in_a_library() -> None:
+    """torch.save into a Python file that gets SIGINT, after a first signal, during its third
+    write: torch's writer turns the handler's KeyboardInterrupt into RuntimeError("... unexpected
+    pos ..."), which a CI run reported as "Training failed", exit status 1."""
+
+    class File:
+        writes = 0
+
+        def write(self, data: bytes) -> int:
+            self.writes += 1
+            if self.writes == 3:
+                os.kill(os.getpid(), signal.SIGINT)
+            return len(data)
+
+        def flush(self) -> None:
+            pass
+
+    torch.save({"weights": torch.zeros(1000)}, File())
+
+
+def test_a_second_signal_turned_into_another_error_while_saving_still_stops_at_once(tmp_path):
+    run = _supervised_run(tmp_path)
+    run.checkpoint = _second_signal_lost_in_a_library
+    with run.supervise():
+        os.kill(os.getpid(), signal.SIGTERM)
+        _end_step(run, 5)
+    assert run.status == "interrupted" and run.saved == []
+    assert run.said[-1] == "Interrupted at step 5, before any checkpoint was saved."
+
+
+def test_a_second_signal_turned_into_another_error_mid_step_still_stops_at_once(tmp_path):
+    run = _supervised_run(tmp_path)
+    with run.supervise():
+        os.kill(os.getpid(), signal.SIGTERM)
+        _second_signal_lost_in_a_library()
+    assert run.status == "interrupted" and run.saved == []
+
+
+def test_an_error_after_one_signal_still_fails_the_run(tmp_path):
+    run = _supervised_run(tmp_path)
+    with pytest.raises(RuntimeError, match="a real failure"), run.supervise():
+        os.kill(os.getpid(), signal.SIGTERM)
+        raise RuntimeError("a real failure")
+    assert run.status == "failed" and run.saved == []
+
+
 def test_after_a_second_signal_the_console_names_the_checkpoint_resume_continues_from(tmp_path):
     """Step 6 done, the last checkpoint step 5: the console said "Interrupted at step 6"."""
     run = _supervised_run(tmp_path / "my run; $HOME")
