@@ -45,7 +45,8 @@ def takes_4d_mask(model: torch.nn.Module) -> bool:
     transformers' sdpa and eager attention take one (4.51's `_update_causal_mask` and 5.x's
     `create_causal_mask` return a 4D mask as given), while flash attention ignores it and flex
     attention wants a BlockMask. A sliding window would be dropped with the model's own mask, so
-    such models are left out, as are models outside transformers' own classes."""
+    such models are left out, as are models outside transformers' own classes (FSDP2's sharded
+    ones included: `_library_class`)."""
     inner = base_model(model)
     config = inner.config
     window = getattr(config, "sliding_window", None) is not None and getattr(
@@ -53,9 +54,16 @@ def takes_4d_mask(model: torch.nn.Module) -> bool:
     )
     full = all(kind == "full_attention" for kind in getattr(config, "layer_types", None) or [])
     # Remote code may prepare its mask its own way; ALiBi models build their biases from a 2D mask.
-    library = type(getattr(inner, "backbone", inner)).__module__.startswith("transformers.")
+    library = _library_class(getattr(inner, "backbone", inner)).__module__.startswith("transformers.")
     alibi = getattr(config, "alibi", False) or getattr(config, "model_type", None) in ("bloom", "mpt")
     return config._attn_implementation in ("sdpa", "eager") and not (window or alibi) and full and library
+
+
+def _library_class(module: torch.nn.Module) -> type:
+    """The module's class as its library defines it. FSDP2's `fully_shard` (and `replicate`)
+    give a module a class of their own, made in torch.distributed with the original as a base:
+    judged by that one, a sharded model decoded over the slower DynamicCache and trained padded."""
+    return next(c for c in type(module).__mro__ if not c.__module__.startswith("torch.distributed."))
 
 
 def prefill(

@@ -1,5 +1,8 @@
 """Which models take a custom 4D attention mask (the packed layout, the preallocated cache)."""
 
+import pytest
+import torch
+
 from rlrun.shared_prefix import takes_4d_mask
 from rlrun.training.models import ValueModel
 
@@ -25,3 +28,24 @@ def test_models_that_cannot_take_a_custom_4d_mask_are_told_apart(random_lm):
         pass
 
     assert not takes_4d_mask(RemoteCode(config))
+
+
+def test_a_model_sharded_by_fsdp2_is_judged_by_its_own_class(random_lm, tmp_path):
+    """`fully_shard` swaps the model's class for one made in torch.distributed (FSDP<name>): the
+    sharded model takes the mask as the model does (before, it decoded over the DynamicCache)."""
+    fsdp = pytest.importorskip("torch.distributed.fsdp")
+    if not hasattr(fsdp, "fully_shard"):
+        pytest.skip("this torch has no FSDP2")
+    from torch.distributed.device_mesh import init_device_mesh
+
+    torch.distributed.init_process_group(
+        "gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1
+    )
+    try:
+        fsdp.fully_shard(random_lm, mesh=init_device_mesh("cpu", (1,)))
+        assert type(random_lm).__module__.startswith("torch.distributed.")
+        assert takes_4d_mask(random_lm)
+        random_lm.config._attn_implementation = "flash_attention_2"
+        assert not takes_4d_mask(random_lm)
+    finally:
+        torch.distributed.destroy_process_group()
