@@ -356,12 +356,10 @@ class Run:
                             and not self.checkpoint_due(self.session.counters.step)
                         ):
                             self.checkpoint()
-                    except Exception:
+                    except BaseException:  # a second signal while saving, as itself or as another error
                         if not self.stops.at_once:
                             raise
-                        at_step_boundary = False  # the second signal as another error, as below
-                    except KeyboardInterrupt:  # a second signal while saving: the partial save is ignored
-                        at_step_boundary = False
+                        at_step_boundary = False  # the partial save is ignored
                 self.close(status)
                 self.ended_at_step_boundary = at_step_boundary
                 if status == "interrupted" and self.main:
