@@ -20,7 +20,8 @@ machine's measured read bandwidth and the step's matmul FLOPs at the measured fo
 (the model's own GEMM shapes at the step's rows), plus attention over the cache (its keys and
 values read at the measured bandwidth, or its FLOPs at the matmul rate, the larger). Sampling
 over the vocabulary is not in the bound: it is the overhead the bound leaves out. The matmul rate
-is measured on one weight per shape, called repeatedly, so the weight stays in the CPU's caches;
+is the faster of torch's linear and oneDNN's product over a packed weight (what the engine decodes
+with), measured on one weight per shape, called repeatedly, so the weight stays in the CPU's caches;
 a decode step reads each of its weights once. A second column sets the time against the same
 bound at the rate of the model's own weights, each multiplied once in the model's order.
 
@@ -48,6 +49,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from rlrun.recipes import load_recipe
 from rlrun.rollout import ROLLOUT_ENGINES, SamplingParams
+from rlrun.rollout.packed_linear import pack, packable, product
 from rlrun.training import loop
 from rlrun.training.models import load_causal_lm, load_tokenizer
 from rlrun.training.session import Session
@@ -115,15 +117,19 @@ class UpdateFlops:
 
 def matmul_rate(shapes: Counter, rows: int, seconds: float = 0.3, *, backward: bool = True) -> float:
     """FLOP/s of forward and (with `backward`) both backward products of every (in, out) linear
-    shape at `rows` rows, weighted by how many such layers the model has."""
+    shape at `rows` rows, weighted by how many such layers the model has. Forward only (the
+    generation bound): each shape's product by the faster of torch's linear and oneDNN's over the
+    weight packed once (what the hf engine decodes with, `rlrun.rollout.packed_linear`)."""
     flops = elapsed = 0.0
     for (fan_in, fan_out), count in shapes.items():
         x, w, g = torch.randn(rows, fan_in), torch.randn(fan_out, fan_in), torch.randn(rows, fan_out)
         products = [partial(torch.nn.functional.linear, x, w)]
         if backward:
             products += [partial(torch.mm, g, w), partial(torch.mm, g.t(), x)]
-        for product in products:
-            per_call = _seconds_per_call(product, seconds / len(products))
+        for call in products:
+            per_call = _seconds_per_call(call, seconds / len(products))
+            if not backward:
+                per_call = min(per_call, _seconds_per_call(partial(product, x, pack(w, rows)), seconds))
             flops += count * 2 * rows * fan_in * fan_out
             elapsed += count * per_call
     return flops / elapsed
@@ -302,7 +308,8 @@ class Machine:
     matmul FLOP/s at the model's linear shapes per number of rows (measured when first asked).
     With ``weights`` (the model's linear weights, in its order), also the rate at which a decode
     step's products run as the step reads them: each weight once, from memory, where ``matmul``
-    times each shape's product repeatedly on one weight that stays in the CPU's caches."""
+    times each shape's product repeatedly on one weight that stays in the CPU's caches; the faster
+    of torch's linear for every weight and the engine's products (packed where it packs)."""
 
     read_bytes_per_s: float
     shapes: Counter
@@ -319,12 +326,18 @@ class Machine:
         if rows not in self.once_rates:
             inputs = {w.shape[1]: torch.randn(rows, w.shape[1]) for w in self.weights}
 
-            def step() -> None:
-                for w in self.weights:
-                    torch.nn.functional.linear(inputs[w.shape[1]], w)
+            packed = [pack(w, rows) if packable(w) else None for w in self.weights]
+
+            def step(engine: bool) -> None:
+                for w, p in zip(self.weights, packed):
+                    if engine and p is not None:
+                        product(inputs[w.shape[1]], p)
+                    else:
+                        torch.nn.functional.linear(inputs[w.shape[1]], w)
 
             flops = sum(2 * rows * w.numel() for w in self.weights)
-            self.once_rates[rows] = flops / _seconds_per_call(step, 0.5)
+            seconds = min(_seconds_per_call(partial(step, engine), 0.5) for engine in (False, True))
+            self.once_rates[rows] = flops / seconds
         return self.once_rates[rows]
 
 

@@ -7,7 +7,8 @@ its keys and values are copied to its ``n`` rows, in a KV cache preallocated for
 response budget and written in place (``rlrun.rollout.kv_cache``); then one token per step for
 every row, until all rows have ended or ``max_tokens``. Rows that have ended leave the decode
 batch once a quarter of it has ended, so a step costs what the unfinished rows cost. Sampling
-and log-probs: ``rlrun.rollout.sampler``.
+and log-probs: ``rlrun.rollout.sampler``. On CPU in float32, the large linear layers multiply
+by weights packed once per chunk or conversation (``rlrun.rollout.packed_linear``).
 
 A model whose attention would not take the cache's 4D mask unchanged
 (``rlrun.shared_prefix.takes_4d_mask``: flash or flex attention, a sliding window, remote code)
@@ -31,6 +32,7 @@ from rlrun.data.padding import left_pad
 from rlrun.rollout.conversation import ResubmittingConversation
 from rlrun.rollout.engine import ROLLOUT_ENGINES, Conversation, RolloutBatch, SamplingParams
 from rlrun.rollout.hf_conversation import DecodeSettings, HFConversation, SplitConversation
+from rlrun.rollout.packed_linear import PackedLinears
 from rlrun.rollout.sampler import NoiseRows, Turn, decode, inference, seeded, to_batch
 from rlrun.shared_prefix import cache_keyword, prefill, takes_4d_mask
 
@@ -105,6 +107,7 @@ class HFRolloutEngine:
         if not prompt_ids or any(len(p) == 0 for p in prompt_ids):
             raise ValueError("a conversation needs at least one prompt, and no prompt may be empty")
         prompt_of_row = [i // n for i in range(len(prompt_ids) * n)]
+        packing = PackedLinears(self.model, rows=min(len(prompt_of_row), self.max_batch_samples))
         parts = [
             HFConversation(
                 self.model,
@@ -112,6 +115,7 @@ class HFRolloutEngine:
                 prompt_of_row[i : i + self.max_batch_samples],
                 max_tokens=max_tokens,
                 settings=self.settings,
+                packing=packing,
             )
             for i in range(0, len(prompt_of_row), self.max_batch_samples)
         ]
@@ -125,10 +129,20 @@ class HFRolloutEngine:
     def _turn(self, prompt_ids: list[list[int]], prompt_of_row: list[int], sampling: SamplingParams) -> Turn:
         """One turn for rows answering the (consecutive) prompts starting at ``prompt_of_row[0]``."""
         local = [p - prompt_of_row[0] for p in prompt_of_row]
+        packing = PackedLinears(self.model, rows=len(local))
         if not self.preallocate:
-            return self._dynamic_turn(prompt_ids, local, sampling)
+            try:
+                with packing.active():
+                    return self._dynamic_turn(prompt_ids, local, sampling)
+            finally:
+                packing.release()
         conversation = HFConversation(
-            self.model, prompt_ids, local, max_tokens=sampling.max_tokens, settings=self.settings
+            self.model,
+            prompt_ids,
+            local,
+            max_tokens=sampling.max_tokens,
+            settings=self.settings,
+            packing=packing,
         )
         try:
             return conversation.sample_unseeded(range(len(local)), sampling)

@@ -17,6 +17,7 @@ import torch
 from rlrun.rollout.conversation import ConversationRows
 from rlrun.rollout.engine import RolloutBatch, SamplingParams
 from rlrun.rollout.kv_cache import SlotCache
+from rlrun.rollout.packed_linear import PackedLinears
 from rlrun.rollout.sampler import NoiseRows, Turn, decode, inference, seeded, to_batch
 
 
@@ -33,7 +34,8 @@ class DecodeSettings:
 class HFConversation(ConversationRows):
     """Rows continuing ``prompt_ids[prompt_of_row[r]]``, their KV cache kept in a ``SlotCache``
     sized for the longest prompt plus ``max_tokens``. The conversation holds every row's cache
-    and decodes all the rows of a turn in one batch."""
+    and decodes all the rows of a turn in one batch. Its forward passes multiply by ``packing``'s
+    weights, which ``close`` releases."""
 
     def __init__(
         self,
@@ -43,10 +45,11 @@ class HFConversation(ConversationRows):
         *,
         max_tokens: int,
         settings: DecodeSettings,
+        packing: PackedLinears,
     ):
         prompt_of_row = list(prompt_of_row)
         super().__init__(prompt_ids, prompt_of_row, max_tokens=max_tokens)
-        self.model, self.settings = model, settings
+        self.model, self.settings, self.packing = model, settings, packing
         self.eos = torch.tensor(settings.eos_ids, device=model.device)
         self.cache = SlotCache(model, num_slots=self.num_rows, capacity=max(self.budgets))
         prompts = list(dict.fromkeys(prompt_of_row))  # each distinct prompt runs once
@@ -55,7 +58,7 @@ class HFConversation(ConversationRows):
         # Rows whose cache holds their whole context keep the logits after it (row -> index in
         # prompt_logits): only just after the prompts ran.
         self.logits_index: dict[int, int] = {r: place[p] for r, p in enumerate(prompt_of_row)}
-        with inference(model):
+        with inference(model), packing.active():
             self.prompt_logits = self.cache.prefill(
                 [prompt_ids[p] for p in prompts], list(self.logits_index.values())
             )
@@ -71,6 +74,10 @@ class HFConversation(ConversationRows):
     def sample_unseeded(self, rows: Sequence[int], sampling: SamplingParams) -> Turn:
         """A turn for ``rows`` (its samples in their order), drawing from the RNG as it stands;
         the rows' contexts are not extended here."""
+        with self.packing.active():
+            return self._sample(rows, sampling)
+
+    def _sample(self, rows: Sequence[int], sampling: SamplingParams) -> Turn:
         waiting = [r for r in rows if r not in self.logits_index]  # tokens to run first
         order = waiting + [r for r in rows if r in self.logits_index]
         self._arrange(order)
@@ -107,6 +114,7 @@ class HFConversation(ConversationRows):
                 self.logits_index.pop(r, None)
 
     def close(self) -> None:
+        self.packing.release()
         self.cache = None
         self.prompt_logits = None
         self.contexts = []
@@ -143,7 +151,8 @@ class HFConversation(ConversationRows):
 
 class SplitConversation:
     """A conversation of more rows than one decode batch may hold: consecutive parts of at most
-    ``max_batch_samples`` rows, each an ``HFConversation``. Rows are numbered across the parts.
+    ``max_batch_samples`` rows, each an ``HFConversation`` (all over one ``PackedLinears``). Rows
+    are numbered across the parts.
     The parts of a turn draw their noise one after another from one stream, as ``generate``'s
     chunks do, so a row's samples do not depend on the other rows of its part, but do on how many
     steps the parts before it ran."""
