@@ -3,10 +3,10 @@ once into oneDNN's blocked layout and every decode step multiplies by that copy.
 
 torch's CPU ``linear`` repacks the weight into its GEMM's layout on every call. A decode step
 multiplies few rows (the decode batch) by each weight once, so that repacking costs about as much
-as the product: over SmolLM2-135M's layers and LM head, at the weights' own shapes, a packed
-``_linear_pointwise`` took 1/1.7 of the time at 32 rows and 1/1.3 at 128 (2 threads;
-benchmarks/README.md, "Decode matmuls over prepacked weights"). Small weights lose (the tiny
-models' 128-wide layers: 0.6-0.8x at 8-32 rows), hence ``MIN_SIDE``.
+as the product: every linear weight of SmolLM2-135M once, in its order, took 1/2.0 of the time
+packed at 8-32 rows and 1/1.5 at 1 and 128 rows (2 threads; `benchmarks/packed_linear.py`,
+benchmarks/README.md, "Decode products over packed weights"). Small weights lose (the tiny
+models' 128-wide layers: 0.4-0.9x), hence ``MIN_SIDE``.
 
 Packed copies are made at a layer's first call inside ``PackedLinears.active()`` and kept until
 ``release()`` (a ``generate`` call, or a conversation's whole life across its turns). A copy is
@@ -24,9 +24,9 @@ from collections.abc import Iterator
 import torch
 from torch.nn import functional as F
 
-# A weight is packed when both its sides are at least this: measured faster at 576x576 (1.2-1.6x
-# at 8-128 rows), 1536x576 (1.3-2.0x) and 2048x2048 (1.3-2.2x); at 192x576 level (0.96-1.12x);
-# slower at 128x128 and below (0.57-0.99x).
+# A weight is packed when both its sides are at least this (`benchmarks/packed_linear.py`, 2
+# threads, 1-128 rows): 576x576 1.1-1.7x faster packed, 1536x576 1.3-2.2x, SmolLM2's LM head
+# 1.6-3.6x; 192x576 0.96-1.22x over two days, so kept; 128x128 and below 0.4-0.9x.
 MIN_SIDE = 256
 
 
