@@ -57,8 +57,9 @@ from rlrun.training.stages import Pipeline
 
 QUIET = ["logging.console.enabled=false", "trainer.eval.prompts=1"]
 SQUARE = 2048
-OP_GROUPS = {  # profile buckets, by aten op name
-    "matmul": ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm"),
+OP_GROUPS = {  # profile buckets, by operator name
+    "matmul": ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "mkldnn::_linear_pointwise"),
+    "weight packing": ("_reorder_linear_weight",),
     "attention": ("scaled_dot_product", "_flash_attention"),
     "log-softmax / softmax": ("softmax",),
     "optimizer": ("_foreach", "adam"),
@@ -512,7 +513,8 @@ def generation_profile(engine: Any, prompt_ids: list[list[int]], sampling: Sampl
     calls = inside = 0
     for event in prof.events():
         parent = event.cpu_parent
-        if not event.name.startswith("aten::") or (parent is not None and parent.name.startswith("aten::")):
+        inner = parent is not None and "::" in parent.name  # an operator's own calls are not counted
+        if "::" not in event.name or inner:
             continue
         calls += 1
         while parent is not None and parent.name != "model forward":
@@ -520,7 +522,7 @@ def generation_profile(engine: Any, prompt_ids: list[list[int]], sampling: Sampl
         inside += parent is not None
     counted = sum(event.name == "model forward" for event in prof.events())
     return (
-        f"aten operators called: {calls} ({inside} inside the model's {counted} forward calls, "
+        f"operators called: {calls} ({inside} inside the model's {counted} forward calls, "
         f"{calls - inside} outside)\n" + profile_table(prof).replace("update phase", "generation")
     )
 
