@@ -50,9 +50,6 @@ def test_products_equal_linears_inside_the_block_and_the_class_forward_returns_a
     assert "forward" not in vars(layer)
     assert packing._packed  # the product ran over a packed copy
     torch.testing.assert_close(out, F.linear(x, layer.weight, layer.bias), atol=1e-5, rtol=1e-5)
-    assert not torch.equal(
-        out, F.linear(x, layer.weight, layer.bias).detach()
-    )  # another kernel: rounding differs
     packing.release()
     assert not packing._packed
 
