@@ -44,12 +44,13 @@ from typing import Any
 
 import torch
 from compaction import point_prompts
+from packed_linear import linear_over_packed
 from torch.profiler import ProfilerActivity, profile, record_function
 from torch.utils.flop_counter import FlopCounterMode
 
 from rlrun.recipes import load_recipe
 from rlrun.rollout import ROLLOUT_ENGINES, SamplingParams
-from rlrun.rollout.packed_linear import pack, packable, product
+from rlrun.rollout.packed_linear import pack, product
 from rlrun.training import loop
 from rlrun.training.models import load_causal_lm, load_tokenizer
 from rlrun.training.session import Session
@@ -325,19 +326,9 @@ class Machine:
 
     def matmul_each_weight_once(self, rows: int) -> float:
         if rows not in self.once_rates:
-            inputs = {w.shape[1]: torch.randn(rows, w.shape[1]) for w in self.weights}
-
-            packed = [pack(w, rows) if packable(w) else None for w in self.weights]
-
-            def step(engine: bool) -> None:
-                for w, p in zip(self.weights, packed):
-                    if engine and p is not None:
-                        product(inputs[w.shape[1]], p)
-                    else:
-                        torch.nn.functional.linear(inputs[w.shape[1]], w)
-
+            _, plain, engine = linear_over_packed(list(self.weights), rows)
             flops = sum(2 * rows * w.numel() for w in self.weights)
-            seconds = min(_seconds_per_call(partial(step, engine), 0.5) for engine in (False, True))
+            seconds = min(plain, engine)
             self.once_rates[rows] = flops / seconds
         return self.once_rates[rows]
 
