@@ -17,13 +17,14 @@ The generation phase (`--phase generation`): the hf engine's `generate` alone at
 `TOKENSxNxPROMPTS` (as benchmarks/scaling.py names them, responses held at the budget), against
 its bound: for the prefill and for each decode step, the larger of streaming the weights at this
 machine's measured read bandwidth and the step's matmul FLOPs at the measured forward matmul rate
-(the model's own GEMM shapes at the step's rows), plus attention over the cache (its keys and
+(the GEMM shapes the engine multiplies, its sibling projections stacked, at the step's rows), plus attention over the cache (its keys and
 values read at the measured bandwidth, or its FLOPs at the matmul rate, the larger). Sampling
 over the vocabulary is not in the bound: it is the overhead the bound leaves out. The matmul rate
 is the faster of torch's linear and oneDNN's product over a packed weight (what the engine decodes
 with), measured on one weight per shape, called repeatedly, so the weight stays in the CPU's caches;
 a decode step reads each of its weights once. A second column sets the time against the same
-bound at the rate of the model's own weights, each multiplied once in the model's order.
+bound at the rate of the model's own weights, each multiplied once in the model's order (the faster
+of torch's linear on each and the engine's products).
 
     python benchmarks/roofline.py --phase generation [--points 32x4x8,128x16x8] [--threads 2] \
         [--compare-dynamic] [--profile]
@@ -44,7 +45,7 @@ from typing import Any
 
 import torch
 from compaction import point_prompts
-from packed_linear import linear_over_packed
+from packed_linear import decode_weights, linear_over_packed
 from torch.profiler import ProfilerActivity, profile, record_function
 from torch.utils.flop_counter import FlopCounterMode
 
@@ -307,16 +308,18 @@ def add_generation_arguments(parser: argparse.ArgumentParser) -> None:
 @dataclass(frozen=True)
 class Machine:
     """This machine's rates at the run's thread count: bytes/s of a streaming read, and forward
-    matmul FLOP/s at the model's linear shapes per number of rows (measured when first asked).
-    With ``weights`` (the model's linear weights, in its order), also the rate at which a decode
-    step's products run as the step reads them: each weight once, from memory, where ``matmul``
-    times each shape's product repeatedly on one weight that stays in the CPU's caches; the faster
-    of torch's linear for every weight and the engine's products (packed where it packs)."""
+    matmul FLOP/s at ``shapes`` per number of rows (measured when first asked). With ``weights``
+    (the model's linear weights, in its order) and ``decode_weights`` (the same, as the engine
+    multiplies them: its siblings stacked), also the rate at which a decode step's products run as
+    the step reads them: each weight once, from memory, where ``matmul`` times each shape's product
+    repeatedly on one weight that stays in the CPU's caches; the faster of torch's linear for every
+    weight and the engine's products (packed where it packs)."""
 
     read_bytes_per_s: float
     shapes: Counter
     rates: dict[int, float]
     weights: tuple[torch.Tensor, ...] = ()
+    decode_weights: tuple[torch.Tensor, ...] = ()
     once_rates: dict[int, float] = field(default_factory=dict)
 
     def matmul(self, rows: int) -> float:
@@ -326,7 +329,9 @@ class Machine:
 
     def matmul_each_weight_once(self, rows: int) -> float:
         if rows not in self.once_rates:
-            _, plain, engine = linear_over_packed(list(self.weights), rows)
+            _, plain, engine = linear_over_packed(
+                list(self.weights), rows, engine_weights=list(self.decode_weights)
+            )
             flops = sum(2 * rows * w.numel() for w in self.weights)
             seconds = min(plain, engine)
             self.once_rates[rows] = flops / seconds
@@ -416,7 +421,9 @@ def generation_phase(args: argparse.Namespace) -> None:
     model = load_causal_lm(args.model, trainable=False)
     shape = DecodeShape.of(model)
     weights = tuple(m.weight.detach() for m in model.modules() if isinstance(m, torch.nn.Linear))
-    machine = Machine(read_rate(), linear_shapes(model), {}, weights)
+    stacked = tuple(decode_weights(model))
+    decode_shapes = Counter((w.shape[1], w.shape[0]) for w in stacked)
+    machine = Machine(read_rate(), decode_shapes, {}, weights, stacked)
     engines = {"preallocated": ROLLOUT_ENGINES.get("hf")(model, tokenizer)}
     if args.compare_dynamic:
         engines["dynamic"] = ROLLOUT_ENGINES.get("hf")(model, tokenizer, preallocate=False)

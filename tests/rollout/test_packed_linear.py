@@ -6,10 +6,10 @@ from types import SimpleNamespace
 import pytest
 import torch
 from torch.nn import functional as F
-from transformers import LlamaConfig, LlamaForCausalLM
+from transformers import LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
 
 from rlrun.rollout import ROLLOUT_ENGINES, SamplingParams, packed_linear
-from rlrun.rollout.packed_linear import PackedLinears, packs
+from rlrun.rollout.packed_linear import PackedLinears, packs, sibling_groups
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py says why
 
@@ -81,27 +81,64 @@ def test_a_weight_written_in_place_or_replaced_is_packed_again():
         torch.testing.assert_close(layer(x), F.linear(x, layer.weight), atol=1e-5, rtol=1e-5)
 
 
-@pytest.fixture
-def wide_model():
-    """A random Llama whose q, o, MLP and LM-head weights are wide enough to be packed (its
-    128x256 keys and values are not)."""
+WIDE = {"vocab_size": 300, "hidden_size": 256, "intermediate_size": 512, "num_hidden_layers": 2}
+WIDE |= {"num_attention_heads": 4, "num_key_value_heads": 2, "eos_token_id": 1, "pad_token_id": 0}
+
+
+@pytest.fixture(params=["llama", "qwen2"])
+def wide_model(request):
+    """A random Llama (or Qwen2: biases on queries, keys and values) whose q, o, MLP and LM-head
+    weights are wide enough to be packed; its 128x256 keys and values are not, but stacked under
+    the queries they are."""
     torch.manual_seed(0)
-    sizes = {"vocab_size": 300, "hidden_size": 256, "intermediate_size": 512, "num_hidden_layers": 2}
-    sizes |= {"num_attention_heads": 4, "num_key_value_heads": 2, "eos_token_id": 1, "pad_token_id": 0}
-    model = LlamaForCausalLM(LlamaConfig(**sizes))
+    config, model_class = {
+        "llama": (LlamaConfig, LlamaForCausalLM),
+        "qwen2": (Qwen2Config, Qwen2ForCausalLM),
+    }[request.param]
+    model = model_class(config(**WIDE))
     assert sum(packs(m) for m in model.modules()) == 2 * 5 + 1
+    assert len(sibling_groups(model)) == 2 * 2  # q k v, and gate up, in each layer
     return model, SimpleNamespace(eos_token_id=1, pad_token_id=0)
+
+
+def test_sibling_projections_multiply_as_one_product_over_the_same_input(monkeypatch):
+    torch.manual_seed(0)
+    model = Qwen2ForCausalLM(Qwen2Config(**WIDE))
+    attention = model.model.layers[0].self_attn
+    q, k, v = attention.q_proj, attention.k_proj, attention.v_proj
+    packing = PackedLinears(model, rows=4)
+    copies = _counting(monkeypatch)
+    x, other = torch.randn(4, 1, 256), torch.randn(4, 1, 256)
+    with torch.no_grad(), packing.active():
+        outs = [q(x), k(x), v(x)]
+        assert copies == [(q, k, v)]  # one stacked product; keys and values took their parts
+        for layer, out in zip((q, k, v), outs):
+            torch.testing.assert_close(out, F.linear(x, layer.weight, layer.bias), atol=1e-5, rtol=1e-5)
+        q(x)
+        torch.testing.assert_close(
+            k(other), F.linear(other, k.weight, k.bias), atol=1e-5, rtol=1e-5
+        )  # not x's
+        q(x)
+        v.weight.mul_(-1)  # written after the stacked product: its part is stale
+        torch.testing.assert_close(v(x), F.linear(x, v.weight, v.bias), atol=1e-5, rtol=1e-5)
+        x.add_(1)  # the input itself written in place
+        torch.testing.assert_close(k(x), F.linear(x, k.weight, k.bias), atol=1e-5, rtol=1e-5)
+        outs = [q(x), k(x), v(x)]  # v's new weight is stacked again
+        for layer, out in zip((q, k, v), outs):
+            torch.testing.assert_close(out, F.linear(x, layer.weight, layer.bias), atol=1e-5, rtol=1e-5)
+        assert copies.count((q, k, v)) == 4
+    assert not packing._handed  # no part outlives the block
 
 
 def _counting(monkeypatch) -> list:
     packed = []
-    weight = PackedLinears._weight
+    copy = PackedLinears._copy
 
-    def counted(self, layer):
-        packed.append(layer)
-        return weight(self, layer)
+    def counted(self, layers):
+        packed.append(layers)
+        return copy(self, layers)
 
-    monkeypatch.setattr(PackedLinears, "_weight", counted)
+    monkeypatch.setattr(PackedLinears, "_copy", counted)
     return packed
 
 
@@ -115,7 +152,8 @@ def test_the_engine_samples_what_it_samples_unpacked(wide_model, monkeypatch, pr
     sampling = SamplingParams(n=4, max_tokens=10, seed=3)
     packed_calls = _counting(monkeypatch)
     packed = engine.generate(PROMPTS, sampling)
-    assert packed_calls and not any("forward" in vars(m) for m in model.modules())
+    assert not any("forward" in vars(m) for m in model.modules())
+    assert {len(layers) for layers in packed_calls} == {1, 2, 3}  # alone, gate and up, q k v
     monkeypatch.setattr(packed_linear, "MIN_SIDE", 10**9)  # nothing packs
     before = len(packed_calls)
     plain = engine.generate(PROMPTS, sampling)
