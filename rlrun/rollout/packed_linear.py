@@ -16,8 +16,9 @@ Packed copies are made at a layer's first call inside ``PackedLinears.active()``
 ``release()`` (a ``generate`` call, or a conversation's whole life across its turns). A copy is
 used only while its weights (and a stack's biases) are the same tensors at the same versions
 (``Tensor._version`` counts in-place writes: an optimizer step, ``load_state_dict``), so a
-changed weight is packed again, never read stale. Calls with autograd on or under autocast go to ``linear`` unchanged. The
-products equal ``linear``'s up to float rounding (another order of summation), tested.
+changed weight is packed again, never read stale. Calls with autograd on or under autocast go to
+``linear`` unchanged. The products equal ``linear``'s up to float rounding (another order of
+summation), tested.
 """
 
 from __future__ import annotations
@@ -48,9 +49,9 @@ def product(x: torch.Tensor, packed: torch.Tensor, bias: torch.Tensor | None = N
 # Projections that these families' layers call on one input, the first called first (attention's
 # queries, keys and values; the MLP's gate and up): multiplied as one packed weight, their rows
 # stacked, and the later ones handed their part. Keys and values (SmolLM2: 192x576) are too
-# narrow to gain packed alone, and one product over the stack is cheaper than two or three:
-# SmolLM2's weights in a decode step's order took 1/1.07-1/1.10 of the time stacked
-# (benchmarks/README.md, "Sibling projections as one product").
+# narrow to gain packed alone; stacked, SmolLM2's generation at 32 and 128 tokens was 1.03-1.13x
+# faster, against 0.96-1.07x with keys and values packed alone (benchmarks/README.md, "Sibling
+# projections as one product").
 SIBLINGS = {
     family: (("q_proj", "k_proj", "v_proj"), ("gate_proj", "up_proj"))
     for family in ("llama", "qwen2", "qwen3")
@@ -116,7 +117,8 @@ class PackedLinears:
         self.rows = rows
         # per layer or group: the parameters a copy was packed from, their versions, the copy, its bias
         self._packed: dict[
-            object, tuple[list[torch.Tensor], list[int], torch.Tensor, torch.Tensor | None]
+            tuple[torch.nn.Linear, ...],
+            tuple[list[torch.Tensor], list[int], torch.Tensor, torch.Tensor | None],
         ] = {}
         # a later sibling's part of a stacked product: (input, its version, weight, its version, part)
         self._handed: dict[torch.nn.Module, tuple[torch.Tensor, int, torch.Tensor, int, torch.Tensor]] = {}
@@ -176,13 +178,12 @@ class PackedLinears:
         stacked; packed again whenever one of them was replaced or written since."""
         params = [p for m in layers for p in (m.weight, m.bias) if p is not None]
         versions = [p._version for p in params]
-        key = layers if len(layers) > 1 else layers[0]
-        held = self._packed.get(key)
+        held = self._packed.get(layers)
         if held is None or held[1] != versions or any(a is not b for a, b in zip(held[0], params)):
             weight = torch.cat([m.weight.detach() for m in layers]) if len(layers) > 1 else layers[0].weight
             bias = None
             if layers[0].bias is not None:
                 bias = torch.cat([m.bias.detach() for m in layers]) if len(layers) > 1 else layers[0].bias
             held = (params, versions, pack(weight, self.rows), bias)
-            self._packed[key] = held
+            self._packed[layers] = held
         return held[2], held[3]
