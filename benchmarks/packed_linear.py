@@ -2,13 +2,13 @@
 shape and for a whole model: what `rlrun.rollout.packed_linear` rests on (which weights it packs,
 ``MIN_SIDE``).
 
-For each distinct (out, in) shape of the models' linear layers and of their stacked siblings, enough distinct weights of that
-shape to fill about 120 MB (a decode step reads each weight once, from memory, not from a cache)
-are multiplied by `rows` rows, linear packed packed linear; the ratio is linear's time over the
-packed one's, both runs a side summed. Then every linear weight of each model once, in its order,
-at each row count: all by `linear`, against the engine's products (sibling projections stacked into
-one weight as ``sibling_groups`` has them, packed where ``packable``) and against every weight packed
-alone.
+For each distinct (out, in) shape of the models' linear layers and of their stacked siblings,
+enough distinct weights of that shape to fill about 120 MB (a decode step reads each weight once,
+from memory, not from a cache) are multiplied by `rows` rows, linear packed packed linear; the
+ratio is linear's time over the packed one's, both runs a side summed. Then every linear weight of
+each model once, in its order, at each row count: all by `linear`, against the engine's products
+(sibling projections stacked into one weight as ``sibling_groups`` has them, packed where
+``packable``) and against every weight packed alone.
 
     python benchmarks/packed_linear.py [--models rlrun:smollm2-135m-instruct,rlrun:tiny-base] \
         [--rows 1,8,32,128] [--threads 2]

@@ -17,8 +17,9 @@ The generation phase (`--phase generation`): the hf engine's `generate` alone at
 `TOKENSxNxPROMPTS` (as benchmarks/scaling.py names them, responses held at the budget), against
 its bound: for the prefill and for each decode step, the larger of streaming the weights at this
 machine's measured read bandwidth and the step's matmul FLOPs at the measured forward matmul rate
-(the GEMM shapes the engine multiplies, its sibling projections stacked, at the step's rows), plus attention over the cache (its keys and
-values read at the measured bandwidth, or its FLOPs at the matmul rate, the larger). Sampling
+(the GEMM shapes the engine multiplies, its sibling projections stacked, at the step's rows), plus
+attention over the cache (its keys and values read at the measured bandwidth, or its FLOPs at the
+matmul rate, the larger). Sampling
 over the vocabulary is not in the bound: it is the overhead the bound leaves out. The matmul rate
 is the faster of torch's linear and oneDNN's product over a packed weight (what the engine decodes
 with), measured on one weight per shape, called repeatedly, so the weight stays in the CPU's caches;
