@@ -91,13 +91,9 @@ def sibling_groups(model: torch.nn.Module) -> list[tuple[torch.nn.Linear, ...]]:
             members = tuple(getattr(module, name, None) for name in names)
             if not all(isinstance(m, torch.nn.Linear) and exact(m) for m in members):
                 continue
-            widths = {m.in_features for m in members}
-            biased = {m.bias is not None for m in members}
-            if (
-                len(widths) == 1
-                and len(biased) == 1
-                and min(widths.pop(), sum(m.out_features for m in members)) >= MIN_SIDE
-            ):
+            if len({m.in_features for m in members}) > 1 or len({m.bias is None for m in members}) > 1:
+                continue
+            if min(members[0].in_features, sum(m.out_features for m in members)) >= MIN_SIDE:
                 groups.append(members)
     return groups
 

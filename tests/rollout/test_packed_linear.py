@@ -130,6 +130,20 @@ def test_sibling_projections_multiply_as_one_product_over_the_same_input(monkeyp
     assert not packing._handed  # no part outlives the block
 
 
+def test_siblings_that_cannot_be_stacked_stay_apart():
+    torch.manual_seed(0)
+    model = Qwen2ForCausalLM(Qwen2Config(**WIDE))
+    attention, mlp = model.model.layers[0].self_attn, model.model.layers[1].mlp
+    attention.k_proj.bias = None  # a bias on the queries and values only: no stacked bias
+    mlp.up_proj = torch.nn.Linear(300, 512, bias=False)  # another input width than the gate's
+    assert sibling_groups(model) == [
+        (model.model.layers[0].mlp.gate_proj, model.model.layers[0].mlp.up_proj),
+        tuple(getattr(model.model.layers[1].self_attn, n) for n in ("q_proj", "k_proj", "v_proj")),
+    ]
+    narrow = LlamaForCausalLM(LlamaConfig(**(WIDE | {"hidden_size": 128})))  # 128 wide: below MIN_SIDE
+    assert not sibling_groups(narrow)
+
+
 def _counting(monkeypatch) -> list:
     packed = []
     copy = PackedLinears._copy
