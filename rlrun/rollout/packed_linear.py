@@ -176,10 +176,13 @@ class PackedLinears:
         versions = [p._version for p in params]
         held = self._packed.get(layers)
         if held is None or held[1] != versions or any(a is not b for a, b in zip(held[0], params)):
-            weight = torch.cat([m.weight.detach() for m in layers]) if len(layers) > 1 else layers[0].weight
-            bias = None
-            if layers[0].bias is not None:
-                bias = torch.cat([m.bias.detach() for m in layers]) if len(layers) > 1 else layers[0].bias
+            weight = _stacked([m.weight.detach() for m in layers])
+            bias = _stacked([m.bias.detach() for m in layers]) if layers[0].bias is not None else None
             held = (params, versions, pack(weight, self.rows), bias)
             self._packed[layers] = held
         return held[2], held[3]
+
+
+def _stacked(tensors: list[torch.Tensor]) -> torch.Tensor:
+    """The tensors' rows one after another (one tensor: itself, not a copy)."""
+    return tensors[0] if len(tensors) == 1 else torch.cat(tensors)
