@@ -3,6 +3,7 @@
     python benchmarks/engines.py                  # both shapes, 4 steps a run, A B B A
     python benchmarks/engines.py --quick          # the recipe's shape only, 3 steps a run
     python benchmarks/engines.py --shapes large --steps 2   # the larger shape only, 1 timed step a run
+    python benchmarks/engines.py --quick --vllm-compiled    # vLLM with torch.compile, not eager
 
 Run it in a venv with vLLM's CPU build and `rlrun[real]` (README, "The vLLM engine"). Each run is
 `rlrun train real/grpo_smollm2` in its own subprocess with one engine, the evaluations small, in
@@ -95,20 +96,28 @@ def main() -> None:
         help="the recipe's shape, the larger one, or both (--quick: the recipe's)",
     )
     parser.add_argument("--steps", type=int, help="steps a run, the first not counted (default 4; --quick 3)")
+    parser.add_argument(
+        "--vllm-compiled",
+        action="store_true",
+        help="vLLM with torch.compile (rollout.vllm.enforce_eager=false; its compile falls in the "
+        "run's wall time, before the timed steps), not the CPU build's default eager mode",
+    )
     args = parser.parse_args()
     wanted = "recipe" if args.quick else args.shapes
     shapes = {k: v for k, v in SHAPES.items() if wanted == "both" or (wanted == "large") == bool(v)}
     steps = args.steps or (3 if args.quick else 4)
     if steps < 2:
         parser.error("--steps must be at least 2: the first step of a run is not counted")
+    engine_overrides = {"hf": [], "vllm": ["rollout.vllm.enforce_eager=false"] if args.vllm_compiled else []}
     print(
         f"{RECIPE}, {steps} steps a run (the first not counted), order {' '.join(ORDER)}; cores: {os.cpu_count()}"
+        + ("; vllm compiled" if args.vllm_compiled else "")
     )
     with tempfile.TemporaryDirectory() as tmp:
         for shape, overrides in shapes.items():
             results: dict[str, list[dict[str, float]]] = {"hf": [], "vllm": []}
             for engine in ORDER:
-                result = run_once(engine, overrides, steps, Path(tmp))
+                result = run_once(engine, overrides + engine_overrides[engine], steps, Path(tmp))
                 results[engine].append(result)
                 print(
                     f"{shape:18} {engine:5} " + "  ".join(f"{k} {v:.3g}" for k, v in result.items()),
