@@ -33,8 +33,9 @@ class Vllm(Section):
     enable_sleep_mode: bool = False
     """Free vLLM's weights and KV cache while the trainer runs (woken for each generation; CUDA only)."""
     enforce_eager: bool | None = None
-    """Run vLLM's model without torch.compile (and CUDA graphs); compiling costs minutes at every
-    start on vLLM's CPU build. true | false | null = eager on the CPU build, compiled on CUDA."""
+    """Run vLLM's model without torch.compile (and CUDA graphs). On vLLM's CPU build, compiling
+    SmolLM2 added about a minute to every start and sampled no faster (2 cores, benchmarks/README.md).
+    true | false | null = eager on the CPU build, compiled on CUDA."""
 
 
 class Rollout(Section):
