@@ -34,8 +34,8 @@ class Vllm(Section):
     """Free vLLM's weights and KV cache while the trainer runs (woken for each generation; CUDA only)."""
     enforce_eager: bool | None = None
     """Run vLLM's model without torch.compile (and CUDA graphs). On vLLM's CPU build, compiling
-    SmolLM2 added about a minute to every start and sampled no faster (2 cores, benchmarks/README.md).
-    true | false | null = eager on the CPU build, compiled on CUDA."""
+    SmolLM2 added about 55 s to every start, sampled no faster and slowed the trainer beside it
+    (2 cores, benchmarks/README.md). true | false | null = eager on the CPU build, compiled on CUDA."""
 
 
 class Rollout(Section):
