@@ -19,9 +19,16 @@ def main() -> None:
         from rlrun.cli import app
 
         app(prog_name="rlrun")
-    except BaseException:  # typer always ends with SystemExit
+    except BaseException as done:  # typer always ends with SystemExit
         interrupt.ignore_until_exit()  # the outcome is decided: a late signal must not change it
         if not interrupt.requested():
+            if isinstance(done, SystemExit) and isinstance(done.code, int | None):
+                from rlrun.facts.launched import is_relaunched
+
+                if is_relaunched():  # a training process: gloo's threads may outlive its group
+                    from rlrun.launch import end_launched_process
+
+                    end_launched_process(done.code)
             raise
         # Ctrl-C before a run started (a run handles its own): said once here, however it surfaced
         # (KeyboardInterrupt, typer's exit 130, or an error a library made of it)

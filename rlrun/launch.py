@@ -28,6 +28,7 @@ flags that were given (Accelerate lets flags override the file).
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import json
 import os
@@ -40,20 +41,19 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import psutil
 import torch
 
 from rlrun import interrupt
 from rlrun.errors import ConfigIssue, RecipeError
-from rlrun.facts.launched import launched_machine
+from rlrun.facts.launched import RELAUNCH_ENV, is_relaunched, launched_machine
 from rlrun.recipes import LoadedRecipe
 from rlrun.recipes.keys import KeyPath
 from rlrun.recipes.yaml_io import Mark, Shape, parse_document, read_text
 from rlrun.schema import Recipe
 
-RELAUNCH_ENV = "RLRUN_LAUNCHED"
 STRATEGIES = ("ddp", "fsdp2", "deepspeed_zero2", "deepspeed_zero3")
 MIXED_PRECISIONS = ("no", "bf16", "fp16")
 ENTRY_MODULE = "rlrun"  # each launched process runs `python -m rlrun <argv>` (rlrun/__main__.py)
@@ -61,11 +61,6 @@ ENTRY_MODULE = "rlrun"  # each launched process runs `python -m rlrun <argv>` (r
 # and ignores the stop signals (see `run_launcher`). An older torch without the option has its
 # agent pass SIGINT and SIGTERM on as well; the training processes take such a twin as one.
 LAUNCHER_SIGNALS = "SIGHUP,SIGQUIT"
-
-
-def is_relaunched() -> bool:
-    """True inside a process started by :func:`relaunch_with_accelerate`."""
-    return os.environ.get(RELAUNCH_ENV) == "1"
 
 
 @dataclass(frozen=True)
@@ -311,6 +306,23 @@ def release_process_group(engine: Any = None, *, meet: bool) -> None:
         close()
     if initialized and torch.distributed.is_initialized():
         torch.distributed.destroy_process_group()
+
+
+def end_launched_process(code: int | None) -> NoReturn:
+    """End a process the launcher started, its command done and its process group released,
+    without the interpreter's teardown. gloo's worker threads outlive `destroy_process_group`
+    wherever something still holds a group (FSDP2's device meshes stay in DTensor's caches), and
+    one that needs the GIL once the teardown has begun (to let go of a tensor Python gave up, or
+    to run a callback) is ended by Python inside a C++ destructor, and the process aborts
+    (SIGABRT: "terminate called without an active exception", or Python's fatal error on a thread
+    state) after it did all its work: the launch fails, about one 2-process run in 50 under load.
+    The exit handlers still run first (temporary folders, loggers, W&B), and the standard streams
+    are flushed."""
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):  # closed or gone: nothing left to keep
+            stream.flush()
+    os._exit(0 if code is None else code)
 
 
 def accelerate_command(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -293,3 +294,83 @@ def test_a_file_whose_setup_would_run_otherwise_is_refused_at_its_line(tmp_path,
     bad = _accelerate_file(tmp_path, "num_processes: two\n")
     [issue] = _issues(_grpo(), _flags(), bad)
     assert (issue.key, issue.line, issue.code) == ("num_processes", 1, "wrong-type")
+
+
+# Rank 0 hands gloo's worker thread a Python callback on an all-reduce that completes only once
+# rank 1 joins, and leaves it asleep there (GIL released) while its own command ends: as a
+# thread finishing a collective's work late, it needs the GIL again during the process's exit.
+GLOO_THREAD_AT_EXIT = """
+import atexit, sys, time, torch, torch.distributed as dist
+from rlrun.launch import end_launched_process
+dist.init_process_group("gloo")
+rank = dist.get_rank()
+dist.barrier()
+if rank == 1:
+    time.sleep(0.3)
+work = dist.all_reduce(torch.ones(4), async_op=True)
+if rank == 0:
+    atexit.register(print, "exit handlers ran")
+    work.get_future().then(lambda _: time.sleep(1.0))
+    time.sleep(0.6)  # the all-reduce is done and the callback asleep on gloo's thread
+    print("rank 0 done", end="")  # flushed at the end, not here
+    if sys.argv[1] == "end":
+        end_launched_process(3)
+else:
+    work.wait()
+"""
+
+
+@pytest.mark.slow
+def test_a_launched_process_ends_without_the_teardown_where_gloos_threads_abort(tmp_path):
+    """Python's teardown ends a gloo thread that asks for the GIL inside a C++ destructor, and
+    the process aborts after its work (SIGABRT: torch 2.13, Python 3.11). `end_launched_process`
+    runs the exit handlers, flushes the streams and exits with its code, skipping the teardown."""
+    script = tmp_path / "gloo_thread_at_exit.py"
+    script.write_text(GLOO_THREAD_AT_EXIT)
+
+    def rank0(how: str) -> subprocess.CompletedProcess:
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "WORLD_SIZE": "2"}
+        env.pop(launch.RELAUNCH_ENV, None)
+        command = [sys.executable, str(script), how]
+        peer = subprocess.Popen(command, env={**env, "RANK": "1"}, stdout=subprocess.DEVNULL)
+        main = subprocess.run(
+            command, check=False, env={**env, "RANK": "0"}, capture_output=True, text=True, timeout=120
+        )
+        assert peer.wait(timeout=60) == 0
+        return main
+
+    torn_down = rank0("teardown")  # without it: the failure it prevents, still there in this torch
+    # "terminate called without an active exception", or under load Python's own fatal error
+    # about a thread state deleted without the GIL: either way SIGABRT
+    assert torn_down.returncode == -signal.SIGABRT, torn_down.stderr
+    ended = rank0("end")
+    assert (ended.returncode, ended.stdout) == (3, "rank 0 doneexit handlers ran\n"), ended.stderr
+
+
+@pytest.mark.parametrize("launched", [True, False])
+def test_the_rlrun_command_ends_a_launched_process_through_end_launched_process(
+    monkeypatch, tmp_path, launched
+):
+    """A launched training process leaves by `end_launched_process` with its command's exit code
+    (here a recipe that does not exist: 2); any other ends as usual."""
+    from rlrun import __main__ as entry
+
+    ended = []
+
+    def end(code):
+        ended.append(code)
+        raise SystemExit(code)
+
+    monkeypatch.setattr(launch, "end_launched_process", end)
+    if launched:
+        monkeypatch.setenv(launch.RELAUNCH_ENV, "1")
+    else:
+        monkeypatch.delenv(launch.RELAUNCH_ENV, raising=False)
+    monkeypatch.setattr(sys, "argv", ["rlrun", "validate", str(tmp_path / "missing.yaml")])
+    with pytest.raises(SystemExit) as done:
+        entry.main()
+    assert done.value.code == 2
+    assert ended == ([2] if launched else [])

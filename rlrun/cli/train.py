@@ -217,7 +217,8 @@ def _relaunch_if_multi_process(
     """With more than one process, or an `accelerate config` file (and not yet launched): check
     the layout and that the recipe splits evenly, re-run this command under `accelerate launch`
     with `trainer.strategy`, exit with its code. `flags`: the scale-out flags as given."""
-    from rlrun.launch import is_relaunched, launch_topology, relaunch_with_accelerate
+    from rlrun.facts.launched import is_relaunched
+    from rlrun.launch import launch_topology, relaunch_with_accelerate
 
     if is_relaunched():
         return
@@ -299,7 +300,7 @@ def _train(loaded: LoadedRecipe, options: RunOptions) -> None:
             raise typer.Exit(INTERRUPTED) from None
         err_console.print(f"[red]Training failed:[/] {type(exc).__name__}: {exc}")
         raise typer.Exit(RUN_FAILED) from None
-    from rlrun.launch import is_relaunched
+    from rlrun.facts.launched import is_relaunched
 
     if run.status == "interrupted":
         # Under the launcher the launching process reports it: torchrun would print a failure

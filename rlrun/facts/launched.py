@@ -9,6 +9,14 @@ import os
 # The CPU threads a local sweep gives each of its runs (its share of the cores): a cap the run
 # applies where it would otherwise take every core, not a choice that replaces its own.
 CPU_THREADS_SHARE = "RLRUN_CPU_THREADS"
+# Set in the processes that `rlrun.launch.relaunch_with_accelerate` starts: they train instead of
+# launching again.
+RELAUNCH_ENV = "RLRUN_LAUNCHED"
+
+
+def is_relaunched() -> bool:
+    """True inside a process started by `rlrun.launch.relaunch_with_accelerate`."""
+    return os.environ.get(RELAUNCH_ENV) == "1"
 
 
 def launched_machine() -> tuple[int, int]:

@@ -16,7 +16,7 @@ from pathlib import Path
 import torch
 from torch.distributed.tensor import DTensor
 
-from rlrun.launch import release_process_group
+from rlrun.launch import end_launched_process, release_process_group
 from rlrun.recipes import load_recipe
 from rlrun.training.experience import Experience, select_groups
 from rlrun.training.loop import training_step
@@ -63,7 +63,9 @@ def main() -> None:
     for case in cases:
         recipe, mode = case.split("/")
         train_one_step(recipe, [*overrides, f"actor.loss_agg_mode={mode}"], out / f"{recipe}-{mode}.pt")
-    release_process_group(meet=True)  # as `rlrun train` ends: else gloo's threads may abort the exit
+    # as a launched `rlrun train` ends, so that gloo's threads cannot abort the exit
+    release_process_group(meet=True)
+    end_launched_process(0)
 
 
 if __name__ == "__main__":
