@@ -14,6 +14,7 @@ from typing import Any
 
 from rlrun.api.recipes import load_recipe
 from rlrun.errors import ConfigIssue, RecipeError
+from rlrun.facts.launched import is_relaunched
 from rlrun.launch import launch_topology, release_process_group
 from rlrun.recipes import LoadedRecipe
 from rlrun.recipes import load_recipe as load_run_recipe
@@ -163,7 +164,12 @@ def train_loaded(
         run = run_training(loaded, options, say=say, overrides=loaded.overrides, callbacks=callbacks)
     # the rollout engine too: vLLM tears down its own groups when it closes
     release_process_group(run.session.generation.engine, meet=run.ended_at_step_boundary)
-    run.session.close()
+    # A launched process ends next (`end_launched_process`) and keeps its models to the end:
+    # collecting DDP's would destroy its gloo group, whose destructor waits for a worker thread
+    # that may still be letting go of a finished collective's tensors and needs the GIL for it,
+    # which the collecting thread holds (a hang, seen once in 61 two-process runs under load).
+    if not is_relaunched():
+        run.session.close()
     return run
 
 

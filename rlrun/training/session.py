@@ -322,9 +322,7 @@ class Session:
     def close(self) -> None:
         """Let go of the models, optimizers, rollout engine and components (and the accelerator's
         references to them) and collect them now, once training is over: their memory comes back
-        to a caller that goes on (`rlrun.train` in a notebook), and a process group DDP holds goes
-        while the interpreter is whole (left to Python's teardown, gloo's threads can abort a
-        finished process: `rlrun.launch.end_launched_process`). The counters and the recipe
+        to a caller that goes on (`rlrun.train` in a notebook). The counters and the recipe
         stay."""
         self.group.accelerator.free_memory()
         del self.models, self.optim, self.components, self.generation, self.context
