@@ -201,3 +201,21 @@ def test_a_loaded_model_trains_and_the_run_resumes_from_its_files_alone(tmp_path
     assert recorded["qualname"] == "Qwen2ForCausalLM" and recorded["not_reproducible"] is None
     resumed = rlrun.resume(tmp_path / "r", {"trainer.total_steps": 3, "reward.functions": [few_chars]})
     assert resumed.step == 3  # the model is its cache folder: nothing to give again
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("launched", [False, True])
+def test_a_run_lets_go_of_its_models_unless_its_process_ends_next(tmp_path, monkeypatch, launched):
+    """A caller that goes on gets the models' memory back; a launched process keeps them until it
+    ends (`end_launched_process`): collecting DDP's would destroy its gloo group."""
+    from rlrun.api.training import train_loaded
+    from rlrun.facts.launched import RELAUNCH_ENV
+    from rlrun.training.run import RunOptions
+
+    monkeypatch.delenv(RELAUNCH_ENV, raising=False)
+    if launched:
+        monkeypatch.setenv(RELAUNCH_ENV, "1")
+    loaded = rlrun.load_recipe("grpo", {**SMALL, "trainer.total_steps": 1})
+    run = train_loaded(loaded, RunOptions(run_dir=tmp_path / "r"), say=lambda text: None)
+    assert run.status == "finished"
+    assert hasattr(run.session, "models") == launched
