@@ -17,7 +17,7 @@ from accelerate import FullyShardedDataParallelPlugin
 from accelerate.commands.launch import launch_command_parser
 from accelerate.utils import prepare_multi_gpu_env
 
-from rlrun import launch
+from rlrun import interrupt, launch
 from rlrun.errors import RecipeError
 
 
@@ -370,7 +370,14 @@ def test_the_rlrun_command_ends_a_launched_process_through_end_launched_process(
     else:
         monkeypatch.delenv(launch.RELAUNCH_ENV, raising=False)
     monkeypatch.setattr(sys, "argv", ["rlrun", "validate", str(tmp_path / "missing.yaml")])
-    with pytest.raises(SystemExit) as done:
-        entry.main()
+    # the entry point installs its stop-signal handlers and, at its end, ignores those signals:
+    # left so, this test process's later children would inherit them ignored
+    saved = {sig: signal.getsignal(sig) for sig in interrupt.STOP_SIGNALS}
+    try:
+        with pytest.raises(SystemExit) as done:
+            entry.main()
+    finally:
+        for sig, handler in saved.items():
+            signal.signal(sig, handler)
     assert done.value.code == 2
     assert ended == ([2] if launched else [])
