@@ -286,16 +286,15 @@ def _hosts_the_launchers_store() -> bool:
 
 
 def release_process_group(engine: Any = None, *, meet: bool) -> None:
-    """End the training processes' communication group before Python's teardown, where gloo's
-    threads can abort a process that has done its work (SIGABRT, "terminate called without an
-    active exception", and torchrun reports the launch failed). When every process ended after
-    the same whole step (`meet`: finished, or stopped by an agreed signal) they first meet at a
-    barrier, so none leaves while another still talks to it; a process that a second signal
-    stopped at once may never come, and its leaving ends the barrier with an error that says
-    nothing more than that. On the first of several machines they then linger a moment
-    (`_hosts_the_launchers_store`). A rollout engine with a `close` (vLLM, which joined the group
-    and destroys its own groups and the default one when it shuts down) is closed after the
-    barrier, while the groups it tears down still exist."""
+    """End the training processes' communication group once the run is over (a launched process
+    then leaves at once: `end_launched_process`). When every process ended after the same whole
+    step (`meet`: finished, or stopped by an agreed signal) they first meet at a barrier, so none
+    leaves while another still talks to it; a process that a second signal stopped at once may
+    never come, and its leaving ends the barrier with an error that says nothing more than that.
+    On the first of several machines they then linger a moment (`_hosts_the_launchers_store`). A
+    rollout engine with a `close` (vLLM, which joined the group and destroys its own groups and
+    the default one when it shuts down) is closed after the barrier, while the groups it tears
+    down still exist."""
     initialized = torch.distributed.is_available() and torch.distributed.is_initialized()
     if initialized and meet:
         with contextlib.suppress(RuntimeError):  # gloo: "Connection closed by peer"
