@@ -314,9 +314,9 @@ def end_launched_process(code: int | None) -> NoReturn:
     DTensor's caches), and one that needs the GIL once the teardown has begun (to let go of a
     tensor Python gave up, or to run a callback) is ended by Python inside a C++ destructor: the
     process aborts (SIGABRT: "terminate called without an active exception", or Python's fatal
-    error on a thread state) after it did all its work, and the launch fails, about one 2-process
-    run in 50 under load. The exit handlers still run first (temporary folders, loggers, W&B), and
-    the standard streams are flushed."""
+    error on a thread state) after it did all its work, and the launch fails: once in 94
+    two-process runs under load. The exit handlers still run first (temporary folders, loggers,
+    W&B), and the standard streams are flushed."""
     atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(OSError, ValueError):  # closed or gone: nothing left to keep
