@@ -31,6 +31,13 @@ def _command(tmp_path: Path, strategy: str = "ddp", **kw) -> list[str]:
     )
 
 
+def _free_port() -> int:
+    """A free port on this machine: other test runs may share it."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
 def _value(command: list[str], flag: str) -> str:
     return command[command.index(flag) + 1]
 
@@ -171,10 +178,7 @@ def test_two_cpu_processes_really_start_and_see_each_other(monkeypatch, tmp_path
     monkeypatch.setattr(launch, "ENTRY_MODULE", "probe_entry")
     monkeypatch.delenv(launch.RELAUNCH_ENV, raising=False)
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]))
-    with socket.socket() as probe:  # a free port: other test runs may share this machine
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    topology = launch.Topology(2, main_process_port=port)
+    topology = launch.Topology(2, main_process_port=_free_port())
     code = launch.relaunch_with_accelerate([str(tmp_path)], topology, cpu=True)
     assert code == 0
     assert [(tmp_path / f"rank{r}.txt").read_text() for r in (0, 1)] == ["2 3.0 True"] * 2
@@ -329,10 +333,7 @@ def test_a_launched_process_ends_without_the_teardown_where_gloos_threads_abort(
     script.write_text(GLOO_THREAD_AT_EXIT)
 
     def rank0(how: str) -> subprocess.CompletedProcess:
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            port = probe.getsockname()[1]
-        env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "WORLD_SIZE": "2"}
+        env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(_free_port()), "WORLD_SIZE": "2"}
         env.pop(launch.RELAUNCH_ENV, None)
         command = [sys.executable, str(script), how]
         peer = subprocess.Popen(command, env={**env, "RANK": "1"}, stdout=subprocess.DEVNULL)
