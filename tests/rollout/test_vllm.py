@@ -11,6 +11,7 @@ import contextlib
 import copy
 import importlib.util
 import inspect
+import os
 import subprocess
 import sys
 from types import SimpleNamespace
@@ -541,6 +542,49 @@ def test_the_rope_reload_warning_is_dropped_and_any_other_layer_still_warns():
     assert not harmless.filter(record("%s: Failed to load weights", "Llama3RotaryEmbedding"))
     assert harmless.filter(record("%s: Failed to load weights", "QKVParallelLinear"))
     assert harmless.filter(record("something else %s", "RotaryEmbedding"))
+
+
+def _mapped_by_a_child(path):
+    """A process that maps ``path`` (as a live engine maps its segment) until its stdin closes."""
+    child = subprocess.Popen(
+        [sys.executable, "-c", MAP_AND_WAIT, str(path)], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    )
+    assert child.stdout.readline() == b"mapped\n"
+    return child
+
+
+MAP_AND_WAIT = """
+import mmap, sys
+with open(sys.argv[1], "r+b") as file:
+    mapping = mmap.mmap(file.fileno(), 0)
+print("mapped", flush=True)
+sys.stdin.read()
+"""
+
+
+def test_stale_segments_are_removed_and_those_a_process_maps_are_kept(tmp_path):
+    for name in ["-tp:0-[0-1]-cpushm_0", "-tp:0-[0-1]-cpushm_1", "other-cpushm_0", "unrelated"]:
+        (tmp_path / name).write_bytes(b"\0" * 4096)
+    live = _mapped_by_a_child(tmp_path / "-tp:0-[0-1]-cpushm_1")
+    try:
+        removed = engine_module.remove_stale_segments(tmp_path)
+        # the unmapped vLLM segments go; the mapped one and a file of another name stay
+        assert removed == ["-tp:0-[0-1]-cpushm_0", "other-cpushm_0"]
+        assert sorted(path.name for path in tmp_path.iterdir()) == ["-tp:0-[0-1]-cpushm_1", "unrelated"]
+    finally:
+        live.communicate(b"")
+    # once its process has ended, the segment is stale too
+    assert engine_module.remove_stale_segments(tmp_path) == ["-tp:0-[0-1]-cpushm_1"]
+    assert engine_module.remove_stale_segments(tmp_path) == []
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="only root can give a file to another user")
+def test_another_users_segment_is_left_alone(tmp_path):
+    segment = tmp_path / "-tp:0-[0-1]-cpushm_0"
+    segment.write_bytes(b"")
+    os.chown(segment, 65534, 65534)  # nobody's: a process of theirs may map it unseen
+    assert engine_module.remove_stale_segments(tmp_path) == []
+    assert segment.exists()
 
 
 def test_engine_signature_matches_how_the_trainer_builds_engines():
