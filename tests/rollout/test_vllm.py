@@ -14,6 +14,8 @@ import inspect
 import os
 import subprocess
 import sys
+import tempfile
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -562,28 +564,38 @@ sys.stdin.read()
 """
 
 
-def test_stale_segments_are_removed_and_those_a_process_maps_are_kept(tmp_path):
+@pytest.fixture
+def segments_dir():
+    """A folder where the segments live (tmpfs), whose files /proc/*/maps names by the device and
+    inode that stat gives (an overlay filesystem would name another)."""
+    if not engine_module.SHARED_MEMORY.is_dir():
+        pytest.skip(f"no {engine_module.SHARED_MEMORY} here")
+    with tempfile.TemporaryDirectory(dir=engine_module.SHARED_MEMORY) as folder:
+        yield Path(folder)
+
+
+def test_stale_segments_are_removed_and_those_a_process_maps_are_kept(segments_dir):
     for name in ["-tp:0-[0-1]-cpushm_0", "-tp:0-[0-1]-cpushm_1", "other-cpushm_0", "unrelated"]:
-        (tmp_path / name).write_bytes(b"\0" * 4096)
-    live = _mapped_by_a_child(tmp_path / "-tp:0-[0-1]-cpushm_1")
+        (segments_dir / name).write_bytes(b"\0" * 4096)
+    live = _mapped_by_a_child(segments_dir / "-tp:0-[0-1]-cpushm_1")
     try:
-        removed = engine_module.remove_stale_segments(tmp_path)
+        removed = engine_module.remove_stale_segments(segments_dir)
         # the unmapped vLLM segments go; the mapped one and a file of another name stay
         assert removed == ["-tp:0-[0-1]-cpushm_0", "other-cpushm_0"]
-        assert sorted(path.name for path in tmp_path.iterdir()) == ["-tp:0-[0-1]-cpushm_1", "unrelated"]
+        assert sorted(path.name for path in segments_dir.iterdir()) == ["-tp:0-[0-1]-cpushm_1", "unrelated"]
     finally:
         live.communicate(b"")
     # once its process has ended, the segment is stale too
-    assert engine_module.remove_stale_segments(tmp_path) == ["-tp:0-[0-1]-cpushm_1"]
-    assert engine_module.remove_stale_segments(tmp_path) == []
+    assert engine_module.remove_stale_segments(segments_dir) == ["-tp:0-[0-1]-cpushm_1"]
+    assert engine_module.remove_stale_segments(segments_dir) == []
 
 
 @pytest.mark.skipif(os.getuid() != 0, reason="only root can give a file to another user")
-def test_another_users_segment_is_left_alone(tmp_path):
-    segment = tmp_path / "-tp:0-[0-1]-cpushm_0"
+def test_another_users_segment_is_left_alone(segments_dir):
+    segment = segments_dir / "-tp:0-[0-1]-cpushm_0"
     segment.write_bytes(b"")
     os.chown(segment, 65534, 65534)  # nobody's: a process of theirs may map it unseen
-    assert engine_module.remove_stale_segments(tmp_path) == []
+    assert engine_module.remove_stale_segments(segments_dir) == []
     assert segment.exists()
 
 
