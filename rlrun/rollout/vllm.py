@@ -645,9 +645,8 @@ def remove_stale_segments(directory: Path = SHARED_MEMORY) -> list[str]:
     """Unlink this user's segments of vLLM's CPU build in ``directory`` that no process maps, and
     return their names. Such a segment is garbage, since its creator maps it from the moment it
     makes it until it ends: it was left by a process that ended before anything unlinked it (an
-    older rlrun, a run killed while its engine was being built, vLLM used another way). Because
-    vLLM gives a group's segments the same names in every run, one such segment makes every later
-    run of that shape on the machine fail ("create shm in SHMManager failed. errno: 17")."""
+    older rlrun, a run killed while its engine was being built, vLLM used another way), and its
+    name would make the next run of that shape fail (see `_unlink_shared_segments`)."""
     mine = {}
     for path in directory.glob(SEGMENT_GLOB):
         with contextlib.suppress(FileNotFoundError):  # another run unlinked it meanwhile
