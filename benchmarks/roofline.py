@@ -98,10 +98,19 @@ class UpdateFlops:
         mask = kwargs.get("attention_mask")
         if mask is None:  # no padding to mask: every token is real (a packed row counts as one sequence)
             mask = torch.ones(rows, length, dtype=torch.long)
-        keys = mask.shape[1]  # cached prompt + this call's tokens
-        kept = min(int(kwargs.get("logits_to_keep") or length), length)
-        real = mask[:, -length:]
-        seen = mask.cumsum(-1)[:, -length:]  # real keys at or before each query
+        keep = kwargs.get("logits_to_keep")
+        # The packed layout names the columns whose logits it needs; the others, a count from the end.
+        kept = len(keep) if isinstance(keep, torch.Tensor) else min(int(keep or length), length)
+        keys = mask.shape[-1]  # cached prompt + this call's tokens
+        if mask.dim() == 4:  # the packed layout's additive bias (rows, 1, queries, keys): 0 where allowed
+            # (The bias alone does not say which columns are the rows' end padding: they count
+            # as useful here, a few columns a row at most where the layout is chosen.)
+            allowed = mask[:, 0] == 0
+            real = torch.ones(rows, length, dtype=torch.long)
+            seen = allowed.sum(-1)
+        else:
+            real = mask[:, -length:]
+            seen = mask.cumsum(-1)[:, -length:]  # real keys at or before each query
         attention_unit = 2 * 2 * self.heads * self.head_dim * self.layers  # QK^T and AV, per (query, key)
         computed = (
             2 * self.linear_weights * rows * length
