@@ -52,6 +52,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from rlrun.recipes import load_recipe
 from rlrun.rollout import ROLLOUT_ENGINES, SamplingParams
+from rlrun.rollout.decode_layers import DecodeLayers
 from rlrun.rollout.packed_linear import pack, product
 from rlrun.training import loop
 from rlrun.training.models import load_causal_lm, load_tokenizer
@@ -502,22 +503,30 @@ def time_sides(
 
 def generation_profile(engine: Any, prompt_ids: list[list[int]], sampling: SamplingParams) -> str:
     """Self CPU time of one more `generate` call, by op group (as the update's profile), and how
-    many aten operators it called, inside the model's forward calls and outside them."""
-    forward, own = engine.model.forward, "forward" in vars(engine.model)
+    many aten operators it called, inside the model's forward calls and outside them. A decode
+    step through the layers directly (`DecodeLayers.logits`) counts as a forward call. The methods
+    are labelled on their classes: an instance's own forward would turn those decode steps off."""
+    methods = ((type(engine.model), "forward"), (DecodeLayers, "logits"))
+    own = {(cls, name): cls.__dict__.get(name) for cls, name in methods}  # None: inherited
 
-    def labelled(*args: Any, **kwargs: Any) -> Any:
-        with record_function("model forward"):
-            return forward(*args, **kwargs)
+    def labelled(method: Any) -> Any:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            with record_function("model forward"):
+                return method(*args, **kwargs)
 
-    engine.model.forward = labelled
+        return call
+
     try:
+        for cls, name in methods:
+            setattr(cls, name, labelled(getattr(cls, name)))
         with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
             engine.generate(prompt_ids, sampling)
     finally:
-        if own:
-            engine.model.forward = forward
-        else:
-            del engine.model.forward  # the class's forward again
+        for (cls, name), method in own.items():
+            if method is None:
+                delattr(cls, name)
+            else:
+                setattr(cls, name, method)
     calls = inside = 0
     for event in prof.events():
         parent = event.cpu_parent

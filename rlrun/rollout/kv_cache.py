@@ -18,7 +18,8 @@ window reaches. Columns that a window reads but a row never wrote are masked, an
 row sees its own columns, causally), which transformers passes to attention unchanged
 (``rlrun.shared_prefix.takes_4d_mask`` says which models do); a decode step's mask is a view of a
 per-slot mask kept up to date as columns fill, so a step builds none. A step's attention is
-``rlrun.rollout.decode_attention``'s where it applies.
+``rlrun.rollout.decode_attention``'s where it applies, and a step runs through the layers'
+operations directly (``rlrun.rollout.decode_layers``) where the model's classes allow.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ import torch
 from transformers import Cache
 
 from rlrun.rollout.decode_attention import single_query_attention
+from rlrun.rollout.decode_layers import decode_layers
 from rlrun.shared_prefix import cache_keyword
 
 
@@ -81,6 +83,8 @@ class SlotCache(Cache):
         self._top = 0  # during a turn: the column a step writes when the rows are aligned
         self.aligned = False  # during a turn: whether its steps write one column for all rows
         self._run = torch.zeros((), dtype=torch.long, device=self.device)
+        # the model's layers for decode steps where they can be called directly (else its forward)
+        self.decode_layers = decode_layers(model)
 
     @property
     def tokens_run(self) -> int:
@@ -165,8 +169,15 @@ class SlotCache(Cache):
             )
             self.bias[:k].scatter_(1, end.unsqueeze(-1), self._additive(kept).unsqueeze(-1))
         mask = self.bias[:k, : top + 1].unsqueeze(1).unsqueeze(1)
-        with single_query_attention(self.model):
-            logits = self._call_model(token.unsqueeze(-1), (end - self.start[:k]).unsqueeze(-1), mask)
+        ids, positions = token.unsqueeze(-1), (end - self.start[:k]).unsqueeze(-1)
+        if self.decode_layers is not None and self.decode_layers.usable():
+            try:
+                logits = self.decode_layers.logits(ids, positions, mask, cache=self)
+            finally:
+                self._write = None
+        else:
+            with single_query_attention(self.model):
+                logits = self._call_model(ids, positions, mask)
         self.finite[:k] = self.finite[:k].clamp(min=top + 1)
         end += kept
         self._run += kept.sum()
