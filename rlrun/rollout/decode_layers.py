@@ -2,11 +2,11 @@
 called directly rather than through transformers' modules.
 
 A decode step runs one token a row through every layer. Through the model's own forward that is
-about fifteen module calls a layer, each with its keyword handling, and the model's wrappers
-around them; with few rows or a small model that Python is a large part of the step. The same
-operations called directly made generation 1.35-1.50x faster on ``rlrun:tiny-base`` at 4 rows,
-1.07-1.12x at 128 rows, and 1.03x on SmolLM2-135M at 32 rows (benchmarks/README.md, "A decode
-step without transformers' modules").
+over a dozen module calls a layer, each with its keyword handling, and the model's wrappers
+around them; with few rows or a small model that Python is a large part of the step. Calling the
+same operations directly made the agent recipes' generation 1.03-1.21x faster (``agent_guess``
+1.12-1.16x), SmolLM2-135M's 1.03-1.09x at two points of three, and ``rlrun:tiny-base``'s at 4 rows 1.35-1.50x
+(benchmarks/README.md, "A decode step without transformers' modules").
 
 ``decode_layers(model)`` reads a model into ``DecodeLayers`` only where it is exactly one of
 these families' transformers classes: its modules that family's own, none with a hook or a
