@@ -4,6 +4,7 @@ dtype or activation says the direct calls would not compute what it computes."""
 
 import pytest
 import torch
+from small_models import SMALL
 from transformers import (
     AutoModelForCausalLM,
     LlamaConfig,
@@ -22,18 +23,6 @@ from rlrun.rollout.hf import HFRolloutEngine
 from rlrun.rollout.kv_cache import SlotCache
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py says why
-
-SMALL = {
-    "vocab_size": 40,
-    "hidden_size": 32,
-    "intermediate_size": 64,
-    "num_hidden_layers": 2,
-    "num_attention_heads": 4,
-    "num_key_value_heads": 2,
-    "max_position_embeddings": 64,
-    "eos_token_id": 1,
-    "pad_token_id": 0,
-}
 
 
 def _tiny_base():
