@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 import torch
 from torch.nn import functional as F
+from transformers import Cache
 
 from rlrun.rollout.decode_attention import applies, attention
 
@@ -64,7 +65,7 @@ class DecodeLayers:
         )
 
     def logits(
-        self, ids: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor, *, cache: torch.nn.Module
+        self, ids: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor, *, cache: Cache
     ) -> torch.Tensor:
         """The next logits (k, V) after one token a row: ``ids`` and ``positions`` (k, 1), ``mask``
         the additive attention mask (k, 1, 1, keys); each layer's keys and values go through
