@@ -69,18 +69,23 @@ def decode(
     decoding = torch.arange(k, device=device)  # the turn's rows still in the decode batch
     noise_index = noise.index  # the decode batch's rows of the noise draw (None: all, in order)
     ended = torch.zeros(k, dtype=torch.bool, device=device)  # per decode-batch row
+    scratch = Scratch(logits.shape[-1], device=device)
     for t in range(width):
         scaled = logits.float()
+        rows = len(scaled)
         if sampling.temperature != 1.0:  # x / 1 is x to the bit: skip a vocabulary-wide copy
-            scaled = scaled / sampling.temperature
+            scaled = torch.div(scaled, sampling.temperature, out=scratch("scaled", rows))
         draw = None
         if not sampling.greedy:
-            draw = exponential_noise(noise.height, scaled.shape[-1], device=device)
+            draw = exponential_noise(
+                noise.height, scaled.shape[-1], device=device, out=scratch("noise", noise.height)
+            )
             if noise_index is not None:
-                draw = draw[noise_index]
+                draw = torch.index_select(draw, 0, noise_index, out=scratch("noise rows", rows))
         banned = eos if t < sampling.min_tokens else None
-        token = next_token(scaled, sampling, banned, noise=draw).masked_fill(ended, pad_id)
-        chosen = scaled.log_softmax(-1).gather(-1, token.unsqueeze(-1)).squeeze(-1)
+        token = next_token(scaled, sampling, banned, noise=draw, scratch=scratch).masked_fill(ended, pad_id)
+        log_softmax = torch.log_softmax(scaled, -1, out=scratch("work", rows))
+        chosen = log_softmax.gather(-1, token.unsqueeze(-1)).squeeze(-1)
         if len(decoding) == k:  # no row has left the batch: a column, not a scatter
             tokens[:, t], log_probs[:, t] = token, chosen
         else:
@@ -108,16 +113,24 @@ def next_token(
     banned: torch.Tensor | None,
     *,
     noise: torch.Tensor | None = None,
+    scratch: Scratch | None = None,
 ) -> torch.Tensor:
     """One token per row from temperature-scaled logits (N, V): the argmax when greedy, else a
     sample after top-k and then top-p truncation; `banned` token ids (EOS before `min_tokens`)
     are never chosen.
 
     A sample is argmax(p / q) with q ~ Exp(1) per entry (the exponential race, which is how
-    torch.multinomial draws one sample); `noise` is that q (N, V), drawn here when omitted."""
+    torch.multinomial draws one sample); `noise` is that q (N, V), drawn here when omitted.
+    ``scratch`` holds the (N, V) work tensors of the usual case (no top-k or top-p); it is
+    written over."""
     logits = scaled_logits
+    rows = len(logits)
+
+    def work(name: str) -> torch.Tensor:
+        return torch.empty_like(logits) if scratch is None else scratch(name, rows)
+
     if banned is not None:
-        logits = logits.index_fill(-1, banned, float("-inf"))
+        logits = work("banned").copy_(logits).index_fill_(-1, banned, float("-inf"))
     if sampling.greedy:
         return logits.argmax(-1)
     if 0 < sampling.top_k < logits.shape[-1]:
@@ -130,21 +143,43 @@ def next_token(
         drop = ascending.softmax(-1).cumsum(-1) <= 1 - sampling.top_p
         drop[:, -1] = False
         logits = logits.masked_fill(torch.zeros_like(drop).scatter(-1, order, drop), float("-inf"))
-    probs = logits.softmax(-1)
+    probs = torch.softmax(logits, -1, out=work("work"))
     if noise is None:
         noise = exponential_noise(*probs.shape, device=probs.device)
-    return probs.div(noise).argmax(-1)
+    return probs.div_(noise).argmax(-1)
 
 
-def exponential_noise(rows: int, vocab: int, *, device: torch.device) -> torch.Tensor:
-    """Exp(1) draws (rows, vocab) as -log(u), u uniform in [0, 1) from a float32 draw.
+class Scratch:
+    """Work tensors (rows, vocab) kept across a turn's decode steps, each step writing the first
+    rows of each by name. On CPU, glibc maps a block above its mmap threshold (32 MiB at most,
+    what ``rlrun train`` sets: SmolLM2's 49,152-token vocabulary from 171 rows, Qwen2's 151,936
+    from 56) afresh at every allocation and faults its pages in on first touch. Allocated anew
+    each step, the sampler's tensors made 192-row SmolLM2 generation take 1.10-1.18x as long
+    (benchmarks/README.md, "The sampler's work tensors")."""
+
+    def __init__(self, vocab: int, *, device: torch.device):
+        self.vocab, self.device = vocab, device
+        self._held: dict[str, torch.Tensor] = {}
+
+    def __call__(self, name: str, rows: int) -> torch.Tensor:
+        held = self._held.get(name)
+        if held is None or len(held) < rows:
+            held = self._held[name] = torch.empty(rows, self.vocab, device=self.device)
+        return held[:rows]
+
+
+def exponential_noise(
+    rows: int, vocab: int, *, device: torch.device, out: torch.Tensor | None = None
+) -> torch.Tensor:
+    """Exp(1) draws (rows, vocab) as -log(u), u uniform in [0, 1) from a float32 draw, into
+    ``out`` when given (the same draws).
 
     `Tensor.exponential_` (what torch.multinomial uses) draws in float64 and took a fifth of a
     decode step at 128 rows of SmolLM2 on CPU; this is 4x cheaper. The 2**-24 grid of a float32
     uniform moves a sample only where two tokens' p/q lie within about 1e-7 of each other, as
     float32 rounding of the probabilities already does. u = 0 gives q = inf: that entry cannot win,
     and p = 0 (a banned or truncated token) gives 0 / q = 0, never NaN."""
-    return torch.rand(rows, vocab, device=device).log_().neg_()
+    return torch.rand(rows, vocab, device=device, out=out).log_().neg_()
 
 
 def to_batch(turns: Sequence[Turn], *, eos: torch.Tensor, pad_id: int, n: int) -> RolloutBatch:

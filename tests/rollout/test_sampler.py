@@ -2,8 +2,8 @@
 
 import torch
 
-from rlrun.rollout import SamplingParams
-from rlrun.rollout.sampler import NoiseRows, decode, exponential_noise, next_token
+from rlrun.rollout import SamplingParams, sampler
+from rlrun.rollout.sampler import NoiseRows, Scratch, decode, exponential_noise, next_token
 
 # next_token on hand-made logits: probabilities 0.5, 0.3, 0.15, 0.05 over tokens 0..3
 _PROBS = torch.tensor([[0.5, 0.3, 0.15, 0.05]])
@@ -130,3 +130,41 @@ def test_a_turn_over_some_rows_takes_their_rows_of_every_steps_noise():
     two_rows = _decode([3, 1], sampling, fraction=0.0, noise=NoiseRows(4, torch.tensor([3, 1])))
     width = int(two_rows.mask.sum(-1).max())
     assert torch.equal(two_rows.tokens, every_row.tokens[[3, 1], :width])
+
+
+def test_scratch_hands_out_the_first_rows_of_one_tensor_per_name():
+    scratch = Scratch(7, device=torch.device("cpu"))
+    first = scratch("noise", 4)
+    assert first.shape == (4, 7)
+    assert scratch("noise", 2).data_ptr() == first.data_ptr()  # fewer rows: the same storage
+    assert scratch("work", 2).data_ptr() != first.data_ptr()
+    assert scratch("noise", 5).shape == (5, 7)  # more rows than held: a larger tensor
+
+
+def _random_turn():
+    """A turn over a random 4-row, 50-token bigram table with every kind of work tensor in use:
+    temperature, EOS banned for 2 tokens, rows dropped as they end, a turn over 4 of 6 noise rows."""
+    table = torch.randn(50, 50, generator=torch.Generator().manual_seed(0)) * 3
+    eos = torch.tensor([7, 9])
+    torch.manual_seed(1)
+    return decode(
+        table[torch.tensor([1, 2, 3, 4])],
+        sampling=SamplingParams(temperature=0.7, min_tokens=2, max_tokens=12, seed=None),
+        eos=eos,
+        pad_id=0,
+        noise=NoiseRows(6, torch.tensor([5, 0, 2, 3])),
+        step=lambda token, going: table[token],
+        drop=lambda ended: (~ended).nonzero().squeeze(-1),
+        compact_ended_fraction=0.0,
+    )
+
+
+def test_work_tensors_kept_across_steps_sample_what_fresh_tensors_sample(monkeypatch):
+    kept = _random_turn()
+    # Every request a fresh tensor of NaN: a stale or shared buffer read anywhere would differ.
+    monkeypatch.setattr(
+        sampler.Scratch, "__call__", lambda self, name, rows: torch.full((rows, self.vocab), float("nan"))
+    )
+    fresh = _random_turn()
+    assert int(kept.mask.sum()) > 8 and not bool(kept.mask.all())  # rows of several lengths: drops ran
+    assert torch.equal(kept.tokens, fresh.tokens) and torch.equal(kept.log_probs, fresh.log_probs)
