@@ -19,6 +19,7 @@ from transformers import PreTrainedTokenizerBase
 from rlrun.embedded import resolve_model_path
 from rlrun.rollout import ROLLOUT_ENGINES, SamplingParams
 from rlrun.tasks.arithmetic import ArithmeticTask
+from rlrun.training.allocator import keep_freed_memory
 from rlrun.training.models import load_causal_lm, load_tokenizer
 
 OFF = 2.0  # compact_ended_fraction above 1: never compact
@@ -42,6 +43,7 @@ def main() -> None:
         help="compaction on: once this fraction of the batch has ended",
     )
     args = parser.parse_args()
+    keep_freed_memory()  # as `rlrun train` does: measure the memory reuse a run has
     torch.set_num_threads(args.threads)
     tokenizer = load_tokenizer(args.model)
     model = load_causal_lm(args.model, trainable=False)

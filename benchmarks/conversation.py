@@ -28,6 +28,7 @@ from compaction import point_prompts
 
 from rlrun.rollout import ROLLOUT_ENGINES, SamplingParams
 from rlrun.rollout.conversation import ResubmittingConversation
+from rlrun.training.allocator import keep_freed_memory
 from rlrun.training.models import load_causal_lm, load_tokenizer
 
 
@@ -88,6 +89,7 @@ def main() -> None:
     parser.add_argument("--pairs", type=int, default=1)
     parser.add_argument("--threads", type=int, default=1)
     args = parser.parse_args()
+    keep_freed_memory()  # as `rlrun train` does: measure the memory reuse a run has
     torch.set_num_threads(args.threads)
     tokenizer = load_tokenizer(args.model)
     model = load_causal_lm(args.model, trainable=False)

@@ -25,6 +25,7 @@ import torch
 from compaction import arithmetic_prompt_ids  # benchmarks/ is on the path of a script run from it
 
 from rlrun.rollout import ROLLOUT_ENGINES, SamplingParams
+from rlrun.training.allocator import keep_freed_memory
 from rlrun.training.batching import plan_minibatches
 from rlrun.training.models import load_causal_lm, load_tokenizer
 from rlrun.training.sequences import Sequences, forward_batched, response_log_probs
@@ -51,6 +52,7 @@ def main() -> None:
         help="as model.gradient_checkpointing (padded rows run whole)",
     )
     args = parser.parse_args()
+    keep_freed_memory()  # as `rlrun train` does: measure the memory reuse a run has
     torch.set_num_threads(args.threads)
     seq = sampled_sequences(args)
     model = load_causal_lm(args.model)

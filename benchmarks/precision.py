@@ -25,6 +25,7 @@ import torch._dynamo.utils
 
 from rlrun.recipes import load_recipe
 from rlrun.training import loop
+from rlrun.training.allocator import keep_freed_memory
 from rlrun.training.precision import TrainerForward
 from rlrun.training.profiling import Timer
 from rlrun.training.sequences import response_log_probs
@@ -69,6 +70,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=torch.get_num_threads())
     parser.add_argument("overrides", nargs="*", help="recipe overrides, as for rlrun train")
     args = parser.parse_args()
+    keep_freed_memory()  # as `rlrun train` does: measure the memory reuse a run has
     torch.set_num_threads(args.threads)
     recipe = load_recipe(args.recipe, [*QUIET, *args.overrides]).recipe
     s = Session(recipe)

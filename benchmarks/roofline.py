@@ -25,7 +25,9 @@ is the faster of torch's linear and oneDNN's product over a packed weight (what 
 with), measured on one weight per shape, called repeatedly, so the weight stays in the CPU's caches;
 a decode step reads each of its weights once. A second column sets the time against the same
 bound at the rate of the model's own weights, each multiplied once in the model's order (the faster
-of torch's linear on each and the engine's products).
+of torch's linear on each and the engine's products). Each run's minor page faults are printed.
+
+Both phases run under the glibc thresholds `rlrun train` sets (rlrun/training/allocator.py).
 
     python benchmarks/roofline.py --phase generation [--points 32x4x8,128x16x8] [--threads 2] \
         [--compare-dynamic] [--profile]
@@ -45,6 +47,7 @@ from functools import partial
 from typing import Any
 
 import torch
+from algorithms import minor_faults
 from compaction import point_prompts
 from packed_linear import decode_weights, linear_over_packed
 from torch.profiler import ProfilerActivity, profile, record_function
@@ -55,6 +58,7 @@ from rlrun.rollout import ROLLOUT_ENGINES, SamplingParams
 from rlrun.rollout.decode_layers import DecodeLayers
 from rlrun.rollout.packed_linear import pack, product
 from rlrun.training import loop
+from rlrun.training.allocator import keep_freed_memory
 from rlrun.training.models import load_causal_lm, load_tokenizer
 from rlrun.training.session import Session
 from rlrun.training.stages import Pipeline
@@ -229,6 +233,7 @@ def main() -> None:
     parser.add_argument("overrides", nargs="*", help="recipe overrides, as for rlrun train")
     add_generation_arguments(parser)
     args = parser.parse_args()
+    keep_freed_memory()  # as `rlrun train` does: measure the memory reuse a run has
     if args.phase == "generation":
         generation_phase(args)
         return
@@ -459,7 +464,7 @@ def generation_phase(args: argparse.Namespace) -> None:
         prompt_tokens = statistics.fmean(len(p) for p in prompt_ids)
         bound_at = {"machine": machine, "prompts": prompts, "prompt_tokens": prompt_tokens, "rows": rows}
         parts = shape.bound(**bound_at, tokens=tokens)
-        bound, measured = sum(parts.values()), statistics.median(w for w, _ in runs["preallocated"])
+        bound, measured = sum(parts.values()), statistics.median(w for w, _, _ in runs["preallocated"])
         once = sum(shape.bound(**bound_at, tokens=tokens, rate=machine.matmul_each_weight_once).values())
         print(
             f"| {point} | {rows} | {prompt_tokens:.0f} | {measured:.2f} | {bound:.2f} | {measured / bound:.2f}x "
@@ -469,17 +474,19 @@ def generation_phase(args: argparse.Namespace) -> None:
             flush=True,
         )
         if "dynamic" in runs:
-            dynamic = statistics.median(w for w, _ in runs["dynamic"])
-            cpu = statistics.median(c for _, c in runs["dynamic"]) / statistics.median(
-                c for _, c in runs["preallocated"]
+            dynamic = statistics.median(w for w, _, _ in runs["dynamic"])
+            cpu = statistics.median(c for _, c, _ in runs["dynamic"]) / statistics.median(
+                c for _, c, _ in runs["preallocated"]
             )
             print(
                 f"|   DynamicCache (fallback) | | | {dynamic:.2f} | | {dynamic / bound:.2f}x "
                 f"| dynamic / preallocated: wall {dynamic / measured:.2f}x, CPU time {cpu:.2f}x | | | | |"
             )
         print(
-            "  runs, wall / CPU s: "
-            + "; ".join(f"{k} " + ", ".join(f"{w:.2f} / {c:.2f}" for w, c in v) for k, v in runs.items())
+            "  runs, wall s / CPU s / minor page faults: "
+            + "; ".join(
+                f"{k} " + ", ".join(f"{w:.2f} / {c:.2f} / {f:,}" for w, c, f in v) for k, v in runs.items()
+            )
         )
     if args.profile:
         print("\n" + generation_profile(engines["preallocated"], prompt_ids, sampling))
@@ -487,17 +494,17 @@ def generation_phase(args: argparse.Namespace) -> None:
 
 def time_sides(
     engines: dict, prompt_ids: list[list[int]], sampling: SamplingParams, repeats: int
-) -> dict[str, list[tuple[float, float]]]:
-    """Wall and CPU seconds of each engine's `generate`, `repeats` times, in A B B A order (on a
-    shared machine CPU time moves less with the load than wall time)."""
+) -> dict[str, list[tuple[float, float, int]]]:
+    """Wall and CPU seconds and minor page faults of each engine's `generate`, `repeats` times, in
+    A B B A order (on a shared machine CPU time moves less with the load than wall time)."""
     names = list(engines)
     pattern = names + names[::-1]  # A B B A (with one engine: A A)
     order = [pattern[i % len(pattern)] for i in range(len(names) * repeats)]
-    runs: dict[str, list[tuple[float, float]]] = {name: [] for name in names}
+    runs: dict[str, list[tuple[float, float, int]]] = {name: [] for name in names}
     for name in order:
-        wall, cpu = time.perf_counter(), time.process_time()
+        faults, wall, cpu = minor_faults(), time.perf_counter(), time.process_time()
         engines[name].generate(prompt_ids, sampling)
-        runs[name].append((time.perf_counter() - wall, time.process_time() - cpu))
+        runs[name].append((time.perf_counter() - wall, time.process_time() - cpu, minor_faults() - faults))
     return runs
 
 
