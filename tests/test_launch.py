@@ -327,7 +327,7 @@ else:
 @pytest.mark.slow
 def test_a_launched_process_ends_without_the_teardown_where_gloos_threads_abort(tmp_path):
     """Python's teardown ends a gloo thread that asks for the GIL inside a C++ destructor, and
-    the process aborts after its work (SIGABRT: torch 2.13, Python 3.11). `end_launched_process`
+    the process dies after its work (SIGABRT or SIGSEGV: torch 2.13, Python 3.11). `end_launched_process`
     runs the exit handlers, flushes the streams and exits with its code, skipping the teardown."""
     script = tmp_path / "gloo_thread_at_exit.py"
     script.write_text(GLOO_THREAD_AT_EXIT)
@@ -345,8 +345,9 @@ def test_a_launched_process_ends_without_the_teardown_where_gloos_threads_abort(
 
     torn_down = rank0("teardown")  # without it: the failure it prevents, still there in this torch
     # "terminate called without an active exception", or under load Python's own fatal error
-    # about a thread state deleted without the GIL: either way SIGABRT
-    assert torn_down.returncode == -signal.SIGABRT, torn_down.stderr
+    # about a thread state deleted without the GIL: SIGABRT; or, silently, SIGSEGV when the thread
+    # reaches state already freed (once in CI, the suite's slow files running side by side)
+    assert torn_down.returncode in (-signal.SIGABRT, -signal.SIGSEGV), torn_down.stderr
     ended = rank0("end")
     assert (ended.returncode, ended.stdout) == (3, "rank 0 doneexit handlers ran\n"), ended.stderr
 
