@@ -345,8 +345,8 @@ def test_a_launched_process_ends_without_the_teardown_where_gloos_threads_abort(
 
     torn_down = rank0("teardown")  # without it: the failure it prevents, still there in this torch
     # "terminate called without an active exception", or under load Python's own fatal error
-    # about a thread state deleted without the GIL: SIGABRT; or, silently, SIGSEGV when the thread
-    # reaches state already freed (once in CI, the suite's slow files running side by side)
+    # about a thread state deleted without the GIL: SIGABRT; or, silently, SIGSEGV (seen once in
+    # CI, the suite's slow files running side by side; where it faults was not traced)
     assert torn_down.returncode in (-signal.SIGABRT, -signal.SIGSEGV), torn_down.stderr
     ended = rank0("end")
     assert (ended.returncode, ended.stdout) == (3, "rank 0 doneexit handlers ran\n"), ended.stderr
