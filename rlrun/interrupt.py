@@ -12,11 +12,16 @@ step, and every process agrees on that step (`StopRequests.agree`); a second sig
 Once a run has recorded how it ended, the process only has to exit: a late signal is ignored, so
 it cannot turn that outcome into a traceback or another exit status. Imports only the standard
 library (torch inside `agree`, by when a run has loaded it): `rlrun.__main__` installs it first.
+
+A KeyboardInterrupt raised where Python cannot pass it on (a weakref callback, `__del__`, an
+import lock's clean-up) is "ignored" and printed with its traceback; the stop it stands for is
+remembered either way, so `install` drops that print.
 """
 
 from __future__ import annotations
 
 import signal
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -33,6 +38,8 @@ DUPLICATE_SIGNAL_S_SEVERAL_PROCESSES = 10.0
 
 _requested = False
 _run_ended = False
+_stopped_at_once = False  # a run's second signal was raised (`StopRequests.at_once`)
+_report_unraisable = sys.unraisablehook  # what reports every other unraisable exception
 
 
 def _on_stop_signal(signum: int, frame: Any) -> None:
@@ -44,9 +51,23 @@ def _on_stop_signal(signum: int, frame: Any) -> None:
 
 
 def install() -> None:
-    """Handle the stop signals as above until a run listens to them itself."""
+    """Handle the stop signals as above until a run listens to them itself, and keep their lost
+    KeyboardInterrupts off the console."""
+    global _report_unraisable
     for sig in STOP_SIGNALS:
         signal.signal(sig, _on_stop_signal)
+    if sys.unraisablehook is not _unraisable:
+        _report_unraisable, sys.unraisablehook = sys.unraisablehook, _unraisable
+
+
+def _unraisable(unraisable: Any) -> None:
+    """Drop a stop signal's KeyboardInterrupt that Python could not raise (a Ctrl-C during
+    start-up seen as `Exception ignored in: <function _get_module_lock.<locals>.cb>` and a
+    traceback): before a run it is remembered (`requested`), during one the run still stops after
+    the step (`StopRequests.requested`). Anything else is reported as before."""
+    if issubclass(unraisable.exc_type, KeyboardInterrupt) and (_requested or _stopped_at_once):
+        return
+    _report_unraisable(unraisable)
 
 
 def requested() -> bool:
@@ -106,10 +127,11 @@ class StopRequests:
                 signal.signal(sig, handler)
 
     def _on_stop_signal(self, signum: int, frame: Any) -> None:
+        global _stopped_at_once
         if self.ending:
             return
         if self.first_signal is not None:
-            self.at_once = True
+            self.at_once = _stopped_at_once = True
             raise KeyboardInterrupt
         self.first_signal = signum
         self.requested = True

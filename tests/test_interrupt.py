@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
+import weakref
 
 import pytest
 
@@ -16,6 +18,9 @@ from rlrun import interrupt
 def fresh(monkeypatch):
     monkeypatch.setattr(interrupt, "_requested", False)
     monkeypatch.setattr(interrupt, "_run_ended", False)
+    monkeypatch.setattr(interrupt, "_stopped_at_once", False)
+    monkeypatch.setattr(sys, "unraisablehook", sys.unraisablehook)  # install's, undone
+    monkeypatch.setattr(interrupt, "_report_unraisable", interrupt._report_unraisable)
     saved = {sig: signal.getsignal(sig) for sig in interrupt.STOP_SIGNALS}
     yield
     for sig, handler in saved.items():
@@ -28,6 +33,41 @@ def test_every_stop_signal_before_a_run_raises_and_is_remembered(fresh):
         with pytest.raises(KeyboardInterrupt):
             signal.getsignal(sig)(sig, None)
     assert interrupt.requested()
+
+
+def _unreported(monkeypatch, run_callback) -> list[type]:
+    """The unraisable exceptions reported (their types) when a weakref callback runs
+    ``run_callback``: Python cannot raise from one, so it reports what it raises instead."""
+    reported = []
+    monkeypatch.setattr(sys, "unraisablehook", lambda unraisable: reported.append(unraisable.exc_type))
+    interrupt.install()
+
+    class Thing:
+        pass
+
+    thing = Thing()
+    ref = weakref.ref(thing, lambda _: run_callback())  # noqa: F841 - kept until `thing` goes
+    del thing
+    return reported
+
+
+def test_a_stop_signal_python_cannot_raise_is_remembered_and_not_reported(fresh, monkeypatch):
+    # A Ctrl-C during start-up that lands in an import lock's weakref callback (seen in CI)
+    reported = _unreported(monkeypatch, lambda: signal.getsignal(signal.SIGINT)(signal.SIGINT, None))
+    assert reported == [] and interrupt.requested()
+
+
+def test_other_unraisable_exceptions_are_reported_as_before(fresh, monkeypatch):
+    assert _unreported(monkeypatch, lambda: 1 / 0) == [ZeroDivisionError]
+    assert _unreported(monkeypatch, lambda: (_ for _ in ()).throw(KeyboardInterrupt)) == [KeyboardInterrupt]
+
+
+def test_a_second_signal_python_cannot_raise_is_not_reported_and_the_run_still_stops(fresh, monkeypatch):
+    stops = interrupt.StopRequests()
+    with stops.listening():
+        os.kill(os.getpid(), signal.SIGTERM)
+        reported = _unreported(monkeypatch, lambda: stops._on_stop_signal(signal.SIGINT, None))
+    assert reported == [] and stops.at_once and stops.agree()
 
 
 def test_a_signal_after_the_run_ended_is_ignored(fresh):
