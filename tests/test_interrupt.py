@@ -35,7 +35,7 @@ def test_every_stop_signal_before_a_run_raises_and_is_remembered(fresh):
     assert interrupt.requested()
 
 
-def _unreported(monkeypatch, run_callback) -> list[type]:
+def _reported_from_a_weakref_callback(monkeypatch, run_callback) -> list[type]:
     """The unraisable exceptions reported (their types) when a weakref callback runs
     ``run_callback``: Python cannot raise from one, so it reports what it raises instead."""
     reported = []
@@ -53,20 +53,27 @@ def _unreported(monkeypatch, run_callback) -> list[type]:
 
 def test_a_stop_signal_python_cannot_raise_is_remembered_and_not_reported(fresh, monkeypatch):
     # A Ctrl-C during start-up that lands in an import lock's weakref callback (seen in CI)
-    reported = _unreported(monkeypatch, lambda: signal.getsignal(signal.SIGINT)(signal.SIGINT, None))
+    reported = _reported_from_a_weakref_callback(
+        monkeypatch, lambda: signal.getsignal(signal.SIGINT)(signal.SIGINT, None)
+    )
     assert reported == [] and interrupt.requested()
 
 
 def test_other_unraisable_exceptions_are_reported_as_before(fresh, monkeypatch):
-    assert _unreported(monkeypatch, lambda: 1 / 0) == [ZeroDivisionError]
-    assert _unreported(monkeypatch, lambda: (_ for _ in ()).throw(KeyboardInterrupt)) == [KeyboardInterrupt]
+    def interrupted_by_code():  # not by a stop signal
+        raise KeyboardInterrupt
+
+    assert _reported_from_a_weakref_callback(monkeypatch, lambda: 1 / 0) == [ZeroDivisionError]
+    assert _reported_from_a_weakref_callback(monkeypatch, interrupted_by_code) == [KeyboardInterrupt]
 
 
 def test_a_second_signal_python_cannot_raise_is_not_reported_and_the_run_still_stops(fresh, monkeypatch):
     stops = interrupt.StopRequests()
     with stops.listening():
         os.kill(os.getpid(), signal.SIGTERM)
-        reported = _unreported(monkeypatch, lambda: stops._on_stop_signal(signal.SIGINT, None))
+        reported = _reported_from_a_weakref_callback(
+            monkeypatch, lambda: stops._on_stop_signal(signal.SIGINT, None)
+        )
     assert reported == [] and stops.at_once and stops.agree()
 
 
